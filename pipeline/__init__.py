@@ -1,0 +1,1 @@
+"""Spark pipelines: the ``odradek`` PySpark data source, built on ``client``."""

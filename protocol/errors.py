@@ -1,0 +1,382 @@
+"""Error codes and the exceptions that carry them.
+
+One enum holds every wire error code (Kafka's numbers where the meaning is the same), with the
+name the 0.9 consumer-rewrite design uses for it, whether a client may retry, and a one-line
+meaning. The exception classes are derived from that enum, so a code and its exception cannot
+drift apart: ``error_for(code)`` gives the class, ``BrokerError.code`` the number.
+
+Two families, as h11 separates them:
+- ``ProtocolError`` -- the bytes we were handed are malformed (a remote error);
+- ``BrokerError`` subclasses -- a well-formed response carried a non-zero error code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    name: str
+    seed_name: str
+    retriable: bool
+    meaning: str
+
+
+class ErrorCode(IntEnum):
+    """Wire error codes. ``ErrorCode.X.info`` describes each one."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_FOR_PARTITION = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    INVALID_REQUIRED_ACKS = 21
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_CONFIG = 40
+    INVALID_REQUEST = 42
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    UNKNOWN_ASSIGNMENT_STRATEGY = 200
+    UNSUPPORTED_API = 201
+
+    @property
+    def info(self) -> ErrorInfo:
+        return _INFO[self]
+
+    @property
+    def retriable(self) -> bool:
+        return _INFO[self].retriable
+
+
+def _i(seed_name: str, retriable: bool, meaning: str) -> tuple[str, bool, str]:
+    return (seed_name, retriable, meaning)
+
+
+_TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: _i("", False, "The broker failed unexpectedly; see its log."),
+    ErrorCode.NONE: _i("", False, "Success."),
+    ErrorCode.OFFSET_OUT_OF_RANGE: _i(
+        "OutOfRangeException",
+        False,
+        "The requested offset is outside the partition's [log start, log end].",
+    ),
+    ErrorCode.CORRUPT_MESSAGE: _i(
+        "", True, "A message failed its CRC check or is malformed; nothing was written."
+    ),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: _i(
+        "", True, "The topic or partition does not exist on this broker."
+    ),
+    ErrorCode.INVALID_FETCH_SIZE: _i("", False, "The requested fetch size is not positive."),
+    ErrorCode.LEADER_NOT_AVAILABLE: _i(
+        "", True, "The partition has no leader right now (an election is in progress)."
+    ),
+    ErrorCode.NOT_LEADER_FOR_PARTITION: _i(
+        "", True, "This broker is not the partition's leader; refresh metadata."
+    ),
+    ErrorCode.REQUEST_TIMED_OUT: _i("", True, "The request did not complete within its timeout."),
+    ErrorCode.MESSAGE_TOO_LARGE: _i(
+        "", False, "A message set is larger than the broker's max_message_bytes."
+    ),
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: _i(
+        "", False, "Committed metadata is longer than offset_metadata_max_bytes."
+    ),
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: _i(
+        "OffsetsLoadInProgress / CoordinatorStartupNotComplete",
+        True,
+        "The coordinator is still loading the group's offsets partition; back off and retry.",
+    ),
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: _i(
+        "", True, "No coordinator is available for the group right now."
+    ),
+    ErrorCode.NOT_COORDINATOR: _i(
+        "NotCoordinatorForGroup",
+        True,
+        "This broker is not the group's coordinator; find the coordinator again.",
+    ),
+    ErrorCode.INVALID_TOPIC: _i(
+        "", False, "The topic name is invalid or the topic may not be used this way."
+    ),
+    ErrorCode.RECORD_LIST_TOO_LARGE: _i(
+        "", False, "A produce request's message set exceeds the segment size."
+    ),
+    ErrorCode.NOT_ENOUGH_REPLICAS: _i(
+        "", True, "Fewer in-sync replicas than required for acks=all."
+    ),
+    ErrorCode.INVALID_REQUIRED_ACKS: _i("", False, "acks must be 0, 1 or -1 (all)."),
+    ErrorCode.ILLEGAL_GENERATION: _i(
+        "IllegalGeneration",
+        False,
+        "The generation id is not the group's current one; rejoin the group.",
+    ),
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: _i(
+        "InconsistentPartitioningStrategy",
+        False,
+        "The member names an assignment strategy different from the group's.",
+    ),
+    ErrorCode.INVALID_GROUP_ID: _i("", False, "The group id is empty or invalid."),
+    ErrorCode.UNKNOWN_MEMBER_ID: _i(
+        "UnknownConsumer",
+        False,
+        "The member id is not a member of the group; join again as a new member.",
+    ),
+    ErrorCode.INVALID_SESSION_TIMEOUT: _i(
+        "SessionTimeoutTooHigh", False, "The session timeout is outside the broker's allowed range."
+    ),
+    ErrorCode.REBALANCE_IN_PROGRESS: _i(
+        "IllegalGeneration (in heartbeats)",
+        False,
+        "The group is rebalancing; commit, then rejoin. The generation is still current.",
+    ),
+    ErrorCode.INVALID_COMMIT_OFFSET_SIZE: _i(
+        "", False, "The offset commit request was too large to write."
+    ),
+    ErrorCode.UNSUPPORTED_VERSION: _i("", False, "The broker does not support this API version."),
+    ErrorCode.TOPIC_ALREADY_EXISTS: _i("", False, "A topic with that name already exists."),
+    ErrorCode.INVALID_PARTITIONS: _i("", False, "The number of partitions is not valid."),
+    ErrorCode.INVALID_REPLICATION_FACTOR: _i(
+        "", False, "The replication factor is below 1 or above the number of live brokers."
+    ),
+    ErrorCode.INVALID_CONFIG: _i("", False, "A topic or request setting is invalid."),
+    ErrorCode.INVALID_REQUEST: _i(
+        "", False, "The request is malformed: wrong fields or types, or an unknown API."
+    ),
+    ErrorCode.NON_EMPTY_GROUP: _i(
+        "", False, "The group has members; it can only be deleted or reset when Empty."
+    ),
+    ErrorCode.GROUP_ID_NOT_FOUND: _i("", False, "No group with that id exists."),
+    ErrorCode.UNKNOWN_ASSIGNMENT_STRATEGY: _i(
+        "UnknownPartitioningStrategy",
+        False,
+        "The assignment strategy is not one the broker allows.",
+    ),
+    ErrorCode.UNSUPPORTED_API: _i("", False, "The broker does not know this API key."),
+}
+
+_INFO: dict[ErrorCode, ErrorInfo] = {
+    code: ErrorInfo(code.name, *row) for code, row in _TABLE.items()
+}
+assert set(_INFO) == set(ErrorCode), "every error code needs an ErrorInfo row"
+
+
+class OdradekError(Exception):
+    """Base of every exception odradek raises on purpose."""
+
+
+class ProtocolError(OdradekError):
+    """The bytes on the wire or on disk do not follow the protocol (a remote error)."""
+
+
+class FrameTooLargeError(ProtocolError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds max_frame_bytes={limit}")
+        self.size = size
+        self.limit = limit
+
+
+class SchemaError(ProtocolError):
+    """A request or response body does not match its API schema."""
+
+
+class MessageFormatError(ProtocolError):
+    """A message set is malformed (bad size, magic, codec or compressed payload)."""
+
+    def __init__(self, reason: str, *, offset: int | None = None, position: int = 0) -> None:
+        where = f"at byte position {position}"
+        if offset is not None:
+            where = f"offset {offset} " + where
+        super().__init__(f"{reason} ({where})")
+        self.offset = offset
+        self.position = position
+
+
+class CorruptMessageError(MessageFormatError):
+    """A message's stored CRC32 does not match its bytes."""
+
+
+class BrokerError(OdradekError):
+    """A response carried a non-zero error code. One subclass per ``ErrorCode``."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    @property
+    def retriable(self) -> bool:
+        return self.code.retriable
+
+
+class UnknownServerError(BrokerError):
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class OffsetOutOfRangeError(BrokerError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class CorruptMessageBrokerError(BrokerError):
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class UnknownTopicOrPartitionError(BrokerError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class InvalidFetchSizeError(BrokerError):
+    code = ErrorCode.INVALID_FETCH_SIZE
+
+
+class LeaderNotAvailableError(BrokerError):
+    code = ErrorCode.LEADER_NOT_AVAILABLE
+
+
+class NotLeaderForPartitionError(BrokerError):
+    code = ErrorCode.NOT_LEADER_FOR_PARTITION
+
+
+class RequestTimedOutError(BrokerError):
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class MessageTooLargeError(BrokerError):
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetMetadataTooLargeError(BrokerError):
+    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
+class CoordinatorLoadInProgressError(BrokerError):
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+class CoordinatorNotAvailableError(BrokerError):
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class NotCoordinatorError(BrokerError):
+    code = ErrorCode.NOT_COORDINATOR
+
+
+class InvalidTopicError(BrokerError):
+    code = ErrorCode.INVALID_TOPIC
+
+
+class RecordListTooLargeError(BrokerError):
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class NotEnoughReplicasError(BrokerError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class InvalidRequiredAcksError(BrokerError):
+    code = ErrorCode.INVALID_REQUIRED_ACKS
+
+
+class IllegalGenerationError(BrokerError):
+    code = ErrorCode.ILLEGAL_GENERATION
+
+
+class InconsistentGroupProtocolError(BrokerError):
+    code = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+class InvalidGroupIdError(BrokerError):
+    code = ErrorCode.INVALID_GROUP_ID
+
+
+class UnknownMemberIdError(BrokerError):
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class InvalidSessionTimeoutError(BrokerError):
+    code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
+class RebalanceInProgressError(BrokerError):
+    code = ErrorCode.REBALANCE_IN_PROGRESS
+
+
+class InvalidCommitOffsetSizeError(BrokerError):
+    code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+
+
+class UnsupportedVersionError(BrokerError):
+    code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class TopicAlreadyExistsError(BrokerError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(BrokerError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(BrokerError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidConfigError(BrokerError):
+    code = ErrorCode.INVALID_CONFIG
+
+
+class InvalidRequestError(BrokerError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class NonEmptyGroupError(BrokerError):
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
+class GroupIdNotFoundError(BrokerError):
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class UnknownAssignmentStrategyError(BrokerError):
+    code = ErrorCode.UNKNOWN_ASSIGNMENT_STRATEGY
+
+
+class UnsupportedApiError(BrokerError):
+    code = ErrorCode.UNSUPPORTED_API
+
+
+_BY_CODE: dict[ErrorCode, type[BrokerError]] = {
+    cls.code: cls for cls in BrokerError.__subclasses__()
+}
+assert set(_BY_CODE) == set(ErrorCode) - {ErrorCode.NONE}, "one exception class per error code"
+
+
+def error_for(code: int, message: str = "") -> BrokerError:
+    """The exception instance for a wire error code (unknown codes map to UnknownServerError)."""
+    try:
+        cls = _BY_CODE[ErrorCode(code)]
+    except (ValueError, KeyError):
+        return UnknownServerError(f"unknown error code {code}: {message}".rstrip(": "))
+    return cls(message or cls.code.info.meaning)
+
+
+def error_class(code: ErrorCode) -> type[BrokerError]:
+    return _BY_CODE[code]

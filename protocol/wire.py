@@ -1,0 +1,145 @@
+"""Requests and responses as msgpack frames.
+
+Request:  ``[api_key, api_version, correlation_id, client_id, body]``
+Response: ``[correlation_id, body]``
+
+Decoding checks the envelope and validates the body against the API registry, so a handler or a
+client only ever sees well-formed values. Every failure is a ``ProtocolError`` subclass whose
+message names the API, version and field; the msgpack library's own exceptions never escape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
+from protocol.errors import BrokerError, ErrorCode, ProtocolError, SchemaError, error_for
+from protocol.framing import encode_frame
+from protocol.schema import validate
+
+_packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+
+
+def pack(value: Any) -> bytes:
+    return _packer.pack(value)  # type: ignore[no-any-return]
+
+
+def unpack(payload: bytes, what: str) -> Any:
+    try:
+        return msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=True)
+    except Exception as exc:  # ExtraData, FormatError, StackError, UnicodeDecodeError, ...
+        raise ProtocolError(f"{what} is not valid msgpack: {type(exc).__name__}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+
+
+@dataclass(frozen=True)
+class Request:
+    header: RequestHeader
+    api: Api
+    body: dict[str, Any]
+
+
+class RequestDecodeError(ProtocolError):
+    """A request could not be decoded. ``header`` is set when the correlation id was readable,
+    so the broker can answer with ``error_code`` instead of closing the connection."""
+
+    def __init__(
+        self, message: str, header: RequestHeader | None, error_code: ErrorCode
+    ) -> None:
+        super().__init__(message)
+        self.header = header
+        self.error_code = error_code
+
+
+def encode_request(
+    api_key: ApiKey, api_version: int, correlation_id: int, client_id: str, body: dict[str, Any]
+) -> bytes:
+    """A whole frame. The body is not validated here; tests build malformed ones on purpose."""
+    return encode_frame(pack([int(api_key), api_version, correlation_id, client_id, body]))
+
+
+def _header(value: Any) -> RequestHeader | None:
+    if not isinstance(value, list) or len(value) != 5:
+        return None
+    key, version, corr, client_id, _ = value
+    if not all(type(x) is int for x in (key, version, corr)) or type(client_id) is not str:
+        return None
+    if not -(1 << 31) <= corr < 1 << 31:
+        return None
+    return RequestHeader(key, version, corr, client_id)
+
+
+def decode_request(payload: bytes) -> Request:
+    value = unpack(payload, "request frame")
+    header = _header(value)
+    if header is None:
+        raise RequestDecodeError(
+            "request must be [api_key:int, api_version:int, correlation_id:int32, "
+            "client_id:str, body:map]",
+            None,
+            ErrorCode.INVALID_REQUEST,
+        )
+    try:
+        api = REGISTRY[ApiKey(header.api_key)]
+    except ValueError:
+        raise RequestDecodeError(
+            f"unknown api key {header.api_key}", header, ErrorCode.UNSUPPORTED_API
+        ) from None
+    if not api.supports(header.api_version):
+        raise RequestDecodeError(
+            f"{api.name} v{header.api_version} is not supported "
+            f"(versions {api.min_version}-{api.max_version})",
+            header,
+            ErrorCode.UNSUPPORTED_VERSION,
+        )
+    try:
+        body = validate(api.name, "request", header.api_version, api.request, value[4])
+    except SchemaError as exc:
+        raise RequestDecodeError(str(exc), header, ErrorCode.INVALID_REQUEST) from None
+    return Request(header, api, dict(body))
+
+
+def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:
+    return encode_frame(pack([correlation_id, body]))
+
+
+def encode_request_error(correlation_id: int, code: ErrorCode, message: str) -> bytes:
+    return encode_response(correlation_id, {"error_code": int(code), "error_message": message})
+
+
+def decode_response_envelope(payload: bytes) -> tuple[int, Any]:
+    """``(correlation_id, body)`` of a response frame, body not yet validated."""
+    value = unpack(payload, "response frame")
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or type(value[0]) is not int
+        or not isinstance(value[1], dict)
+    ):
+        raise ProtocolError("response must be [correlation_id:int, body:map]")
+    return value[0], value[1]
+
+
+def decode_response_body(api_key: ApiKey, api_version: int, body: Any) -> dict[str, Any]:
+    """Validate a response body; a request-level error body raises its typed ``BrokerError``."""
+    api = REGISTRY[api_key]
+    if isinstance(body, dict) and body.keys() == {"error_code", "error_message"}:
+        names = {f.name for f in api.response.fields_for(api_version)}
+        if names != {"error_code", "error_message"}:
+            validate(api.name, "request error", api_version, REQUEST_ERROR, body)
+            raise _broker_error(body["error_code"], body["error_message"], api)
+    return dict(validate(api.name, "response", api_version, api.response, body))
+
+
+def _broker_error(code: int, message: str | None, api: Api) -> BrokerError:
+    return error_for(code, f"{api.name}: {message}" if message else "")
