@@ -51,10 +51,12 @@ def _gzip_compress(data: bytes) -> bytes:
 def _gzip_decompress(data: bytes, limit: int) -> bytes:
     d = zlib.decompressobj(wbits=31)
     out = d.decompress(data, limit)
-    if d.unconsumed_tail:
-        raise ValueError(f"gzip payload expands beyond {limit} bytes")
     if not d.eof:
+        if d.unconsumed_tail or len(out) >= limit:
+            raise ValueError(f"gzip payload expands beyond {limit} bytes")
         raise ValueError("gzip payload is truncated")
+    if d.unused_data:
+        raise ValueError(f"{len(d.unused_data)} bytes follow the gzip stream")
     return out
 
 
@@ -88,6 +90,8 @@ def _lz4_decompress(data: bytes, limit: int) -> bytes:
         if len(out) >= limit:
             raise ValueError(f"lz4 payload expands beyond {limit} bytes")
         raise ValueError("lz4 payload is truncated")
+    if d.unused_data:
+        raise ValueError(f"{len(d.unused_data)} bytes follow the lz4 frame")
     return bytes(out)
 
 
@@ -126,7 +130,7 @@ def decompress(
         raise
     except Exception as exc:  # each library raises its own types; all mean "bad payload"
         raise MessageFormatError(
-            f"cannot decompress {codec.name.lower()} payload: {exc}",
+            f"cannot decompress {codec.name.lower()} payload: {exc or type(exc).__name__}",
             offset=offset,
             position=position,
         ) from None

@@ -2,8 +2,12 @@
 
 ``FrameDecoder`` is sans-IO in h11's manner: feed it whatever chunks the socket gave
 (``receive_data``), take whole frames out (``next_frame`` returns ``None`` when it needs more).
-A length above ``max_frame_bytes`` raises ``FrameTooLargeError`` as soon as the 4-byte prefix is
-seen, before any of the body is kept.
+Every length prefix is checked the moment its 4 bytes arrive, before the chunk carrying it is
+kept, so a hostile length can never make the decoder buffer its body. A prefix above
+``max_frame_bytes`` raises ``FrameTooLargeError`` -- from ``receive_data`` when it opens the next
+frame, else from ``next_frame`` once the whole frames before it have been taken out, so requests
+sent before the bad one are still answered in order. After that the decoder is spent: every
+further call raises the same error (the peer's byte stream can no longer be trusted).
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from protocol.errors import FrameTooLargeError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 FRAME_HEADER = struct.Struct(">I")
+_COMPACT_AFTER = 1 << 20  # drop the consumed prefix of the buffer once it is this large
+
+Chunk = bytes | bytearray | memoryview
 
 
 def encode_frame(payload: bytes) -> bytes:
@@ -29,45 +36,73 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
-        self._start = 0  # consumed prefix of _buf, compacted lazily
+        self._start = 0  # where the next frame begins in _buf (the prefix before is consumed)
+        self._unchecked = 0  # where in _buf the next length prefix not yet checked begins
+        self._error: FrameTooLargeError | None = None  # an oversized prefix was seen
+        self._error_at: int | None = None  # where in _buf its frame begins; None once raised
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame."""
         return len(self._buf) - self._start
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        self._buf += data
-        self._check_header()
-
-    def _check_header(self) -> None:
-        if len(self._buf) - self._start >= 4:
-            (length,) = FRAME_HEADER.unpack_from(self._buf, self._start)
-            if length > self.max_frame_bytes:
-                del self._buf[:]
-                self._start = 0
-                raise FrameTooLargeError(length, self.max_frame_bytes)
+    def receive_data(self, data: Chunk) -> None:
+        if self._error is not None:
+            self._raise_if_reached()
+            return  # bytes after an oversized frame can never be framed
+        keep = self._check_prefixes(data)
+        self._buf += data if keep is None else memoryview(data)[:keep]
+        self._raise_if_reached()
 
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload, or None until more data arrives."""
+        self._raise_if_reached()
         start = self._start
         buf = self._buf
         if len(buf) - start < 4:
             return None
         (length,) = FRAME_HEADER.unpack_from(buf, start)
-        if length > self.max_frame_bytes:
-            raise FrameTooLargeError(length, self.max_frame_bytes)
         end = start + 4 + length
         if len(buf) < end:
             return None
-        payload = bytes(buf[start + 4 : end])
-        if end == len(buf):
-            del buf[:]
+        payload = bytes(memoryview(buf)[start + 4 : end])  # one copy, not two
+        self._start = end
+        if end == len(buf) or end > _COMPACT_AFTER:
+            del buf[:end]
             self._start = 0
-        else:
-            self._start = end
-            if end > 1 << 20:  # compact once the consumed prefix is large
-                del buf[:end]
-                self._start = 0
-            self._check_header()
+            self._unchecked -= end
+            if self._error_at is not None:
+                self._error_at -= end
         return payload
+
+    def _check_prefixes(self, data: Chunk) -> int | None:
+        """Check every length prefix that ``data`` completes. Return how many bytes of ``data``
+        to keep: ``None`` for all, or the count before an oversized frame (whose error is then
+        recorded)."""
+        have = len(self._buf)
+        total = have + len(data)
+        at = self._unchecked
+        while at + 4 <= total:
+            if at >= have:
+                prefix = bytes(data[at - have : at - have + 4])
+            else:  # the prefix straddles what was buffered and the new chunk
+                prefix = bytes(self._buf[at:]) + bytes(data[: at + 4 - have])
+            (length,) = FRAME_HEADER.unpack(prefix)
+            if length > self.max_frame_bytes:
+                self._error = FrameTooLargeError(length, self.max_frame_bytes)
+                self._error_at = at
+                self._unchecked = at
+                return max(0, at - have)
+            at += 4 + length
+        self._unchecked = at
+        return None
+
+    def _raise_if_reached(self) -> None:
+        """Raise the recorded error once the frames before the oversized one are taken out, and
+        on every call after that."""
+        if self._error is None or self._error_at not in (None, self._start):
+            return
+        del self._buf[:]
+        self._start = self._unchecked = 0
+        self._error_at = None
+        raise self._error

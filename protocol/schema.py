@@ -16,11 +16,12 @@ from protocol.errors import SchemaError
 
 
 class FieldType:
-    """A wire type. ``check`` raises ``_Bad`` with a reason; ``describe`` names it in the docs."""
+    """A wire type. ``check`` raises ``_Bad`` with a reason; ``describe`` names it in the docs.
+    ``version`` is the API version being checked: a Struct shows only the fields it has."""
 
     name = ""
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -42,7 +43,7 @@ class Int(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return f"int{self.bits}"
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if type(value) is not int:
             raise _Bad(path, f"expected {self.name}, got {_kind(value)}")
         limit = 1 << (self.bits - 1)
@@ -54,7 +55,7 @@ class Int(FieldType):
 class Bool(FieldType):
     name = "bool"
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if type(value) is not bool:
             raise _Bad(path, f"expected bool, got {_kind(value)}")
 
@@ -67,7 +68,7 @@ class String(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return "string?" if self.nullable else "string"
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if value is None and self.nullable:
             return
         if type(value) is not str:
@@ -82,7 +83,7 @@ class Bytes(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return "bytes?" if self.nullable else "bytes"
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if value is None and self.nullable:
             return
         if not isinstance(value, bytes | bytearray | memoryview):
@@ -101,13 +102,13 @@ class Array(FieldType):
     def describe(self) -> str:
         return self.name
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if value is None and self.nullable:
             return
         if not isinstance(value, list | tuple):
             raise _Bad(path, f"expected array, got {_kind(value)}")
         for i, item in enumerate(value):
-            self.of.check(item, f"{path}[{i}]")
+            self.of.check(item, f"{path}[{i}]", version)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class Map(FieldType):
 
     name = "{string: string}"
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if not isinstance(value, dict):
             raise _Bad(path, f"expected map, got {_kind(value)}")
         for k, v in value.items():
@@ -142,7 +143,7 @@ class Struct(FieldType):
     def fields_for(self, version: int) -> tuple[Field, ...]:
         return tuple(f for f in self.fields if f.since <= version)
 
-    def check(self, value: Any, path: str, version: int = 0) -> None:
+    def check(self, value: Any, path: str, version: int) -> None:
         if not isinstance(value, dict):
             raise _Bad(path, f"expected map {self.name}, got {_kind(value)}")
         wanted = self.fields_for(version)
@@ -153,19 +154,7 @@ class Struct(FieldType):
         for f in wanted:
             if f.name not in value:
                 raise _Bad(_join(path, f.name), "missing field")
-            ftype = f.type
-            if isinstance(ftype, Struct):
-                ftype.check(value[f.name], _join(path, f.name), version)
-            elif isinstance(ftype, Array) and isinstance(ftype.of, Struct):
-                items = value[f.name]
-                if items is None and ftype.nullable:
-                    continue
-                if not isinstance(items, list | tuple):
-                    raise _Bad(_join(path, f.name), f"expected array, got {_kind(items)}")
-                for i, item in enumerate(items):
-                    ftype.of.check(item, f"{_join(path, f.name)}[{i}]", version)
-            else:
-                ftype.check(value[f.name], _join(path, f.name))
+            f.type.check(value[f.name], _join(path, f.name), version)
 
 
 def _join(path: str, name: str) -> str:

@@ -61,6 +61,10 @@ class RequestDecodeError(ProtocolError):
         self.error_code = error_code
 
 
+class RequestSchemaError(RequestDecodeError, SchemaError):
+    """A request's body does not match its API schema; answered with INVALID_REQUEST."""
+
+
 def encode_request(
     api_key: ApiKey, api_version: int, correlation_id: int, client_id: str, body: dict[str, Any]
 ) -> bytes:
@@ -105,7 +109,7 @@ def decode_request(payload: bytes) -> Request:
     try:
         body = validate(api.name, "request", header.api_version, api.request, value[4])
     except SchemaError as exc:
-        raise RequestDecodeError(str(exc), header, ErrorCode.INVALID_REQUEST) from None
+        raise RequestSchemaError(str(exc), header, ErrorCode.INVALID_REQUEST) from None
     return Request(header, api, dict(body))
 
 

@@ -1,0 +1,131 @@
+"""Framing: whole frames out of arbitrary chunks, and oversized lengths refused before buffering."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from protocol.errors import FrameTooLargeError, ProtocolError
+from protocol.framing import FrameDecoder, encode_frame, frame_header
+
+
+def drain(decoder: FrameDecoder, into: list[bytes] | None = None) -> list[bytes]:
+    """Every whole frame available now (appended to ``into`` as they come, so a caller keeps
+    the frames taken out before an error)."""
+    frames = [] if into is None else into
+    while (frame := decoder.next_frame()) is not None:
+        frames.append(frame)
+    return frames
+
+
+PAYLOADS = [b"", b"a", b"hello world", bytes(range(256)) * 3]
+
+
+def test_frame_is_a_big_endian_length_then_the_payload() -> None:
+    assert encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert frame_header(70_000) == struct.pack(">I", 70_000)
+
+
+def test_whole_stream_in_one_chunk() -> None:
+    decoder = FrameDecoder()
+    decoder.receive_data(b"".join(map(encode_frame, PAYLOADS)))
+    assert drain(decoder) == PAYLOADS
+    assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 64])
+def test_stream_in_small_chunks(chunk: int) -> None:
+    stream = b"".join(map(encode_frame, PAYLOADS))
+    decoder = FrameDecoder()
+    frames = []
+    for i in range(0, len(stream), chunk):
+        decoder.receive_data(memoryview(stream)[i : i + chunk])
+        frames += drain(decoder)
+    assert frames == PAYLOADS
+    assert decoder.buffered == 0
+
+
+def test_partial_frame_waits_for_more() -> None:
+    decoder = FrameDecoder()
+    frame = encode_frame(b"payload")
+    decoder.receive_data(frame[:-1])
+    assert decoder.next_frame() is None
+    assert decoder.buffered == len(frame) - 1
+    decoder.receive_data(frame[-1:])
+    assert decoder.next_frame() == b"payload"
+
+
+def test_a_frame_of_exactly_the_limit_is_accepted() -> None:
+    decoder = FrameDecoder(max_frame_bytes=10)
+    decoder.receive_data(encode_frame(b"x" * 10))
+    assert decoder.next_frame() == b"x" * 10
+
+
+def test_oversized_length_raises_on_its_fourth_byte() -> None:
+    decoder = FrameDecoder(max_frame_bytes=100)
+    header = frame_header(101)
+    for byte in header[:3]:
+        decoder.receive_data(bytes([byte]))
+        assert decoder.next_frame() is None
+    with pytest.raises(FrameTooLargeError) as info:
+        decoder.receive_data(header[3:])
+    assert (info.value.size, info.value.limit) == (101, 100)
+    assert "101" in str(info.value) and "100" in str(info.value)
+    assert decoder.buffered == 0
+
+
+def test_oversized_frame_body_is_never_kept() -> None:
+    decoder = FrameDecoder(max_frame_bytes=1_000)
+    with pytest.raises(FrameTooLargeError):
+        decoder.receive_data(frame_header(50_000) + b"\x00" * 20_000)
+    assert decoder.buffered == 0
+
+
+def test_frames_before_an_oversized_one_are_still_delivered() -> None:
+    decoder = FrameDecoder(max_frame_bytes=16)
+    decoder.receive_data(encode_frame(b"one") + encode_frame(b"two") + frame_header(17) + b"zz")
+    assert decoder.buffered == len(encode_frame(b"one") + encode_frame(b"two"))  # "zz" dropped
+    assert decoder.next_frame() == b"one"
+    assert decoder.next_frame() == b"two"
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_frame()
+    assert decoder.buffered == 0
+
+
+def test_decoder_is_spent_after_an_oversized_frame() -> None:
+    decoder = FrameDecoder(max_frame_bytes=4)
+    with pytest.raises(FrameTooLargeError):
+        decoder.receive_data(frame_header(5))
+    with pytest.raises(FrameTooLargeError):
+        decoder.receive_data(encode_frame(b"ok"))
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_frame()
+
+
+def test_oversized_length_split_across_chunks_after_a_partial_frame() -> None:
+    decoder = FrameDecoder(max_frame_bytes=8)
+    stream = encode_frame(b"12345678") + frame_header(9)
+    decoder.receive_data(stream[:6])
+    assert decoder.next_frame() is None
+    decoder.receive_data(stream[6:14])  # the first frame completes; 2 bytes of the bad prefix
+    assert decoder.next_frame() == b"12345678"
+    with pytest.raises(FrameTooLargeError):
+        decoder.receive_data(stream[14:])
+
+
+def test_long_streams_stay_correct_across_buffer_compaction() -> None:
+    """The consumed prefix is dropped once large; positions kept for later frames must follow."""
+    payloads = [bytes([i]) * (300_000 + i) for i in range(12)]
+    stream = b"".join(map(encode_frame, payloads)) + frame_header(2_000_000)
+    decoder = FrameDecoder(max_frame_bytes=1_000_000)
+    frames: list[bytes] = []
+    with pytest.raises(FrameTooLargeError):
+        for i in range(0, len(stream), 65_537):
+            decoder.receive_data(stream[i : i + 65_537])
+            drain(decoder, frames)
+    assert frames == payloads
+
+
+def test_frame_too_large_is_a_protocol_error() -> None:
+    assert issubclass(FrameTooLargeError, ProtocolError)
