@@ -1,0 +1,212 @@
+"""Log storage throughput next to raw file I/O: ``python -m benchmarks.log [--quick]``.
+
+Prints one JSON line per case, each with the raw figure of the same bytes measured in the same
+run and the ratio between them:
+
+- ``log.append``: ``PartitionLog.append`` of 1 MiB message sets (validation, offset assignment,
+  index upkeep, rolling) against sequential ``os.write`` of the same bytes to one file; with
+  flushing off, and with ``flush_messages=10000`` against ``os.write`` plus ``fsync`` at the same
+  message counts.
+- ``log.read``: ``PartitionLog.read(...).bytes()`` in 1 MiB chunks over the whole log against
+  ``os.read`` of the raw file in 1 MiB chunks; ``log.sendfile``: ``os.sendfile`` of each
+  ``ReadResult`` to /dev/null against ``os.sendfile`` of the raw file.
+
+Rates are in units of 10**6 bytes per second (message-set bytes) and messages per second; each
+case reports the best of several rounds. Files live in a temporary directory (``--dir``) on the
+same file system for the log and the raw file; reads are served from the page cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from benchmarks.codec import sample_records
+from broker.log import LogConfig, PartitionLog
+from protocol.messageset import encode_message_set
+
+SET_BYTES = 1 << 20
+FLUSH_MESSAGES = 10_000
+
+
+def message_sets(value_bytes: int, count: int) -> tuple[list[bytes], int]:
+    """``count`` message sets of about 1 MiB, and how many messages each holds."""
+    per_set = max(1, SET_BYTES // (value_bytes + 34))
+    records = sample_records(per_set, value_bytes)
+    data = encode_message_set(records)
+    return [data] * count, per_set
+
+
+def best_seconds(run: Callable[[Path], None], root: Path, rounds: int) -> float:
+    best = float("inf")
+    for i in range(rounds):
+        directory = root / f"round{i}"
+        directory.mkdir()
+        start = time.perf_counter()
+        run(directory)
+        best = min(best, time.perf_counter() - start)
+        shutil.rmtree(directory)
+    return best
+
+
+def raw_write(
+    sets: list[bytes], per_set: int, flush_messages: int | None
+) -> Callable[[Path], None]:
+    def run(directory: Path) -> None:
+        fd = os.open(directory / "raw", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pending = 0
+            for data in sets:
+                view = memoryview(data)
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, view[written:])
+                pending += per_set
+                if flush_messages is not None and pending >= flush_messages:
+                    os.fsync(fd)
+                    pending = 0
+        finally:
+            os.close(fd)
+
+    return run
+
+
+def log_append(sets: list[bytes], config: LogConfig) -> Callable[[Path], None]:
+    def run(directory: Path) -> None:
+        log = PartitionLog.open(directory / "t-0", config)
+        try:
+            for data in sets:
+                log.append(data)
+        finally:
+            log.close()
+
+    return run
+
+
+def append_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> list[dict[str, Any]]:
+    sets, per_set = message_sets(value_bytes, total_mib)
+    total = sum(map(len, sets))
+    messages = per_set * len(sets)
+    lines = []
+    for flush in (None, FLUSH_MESSAGES):
+        config = LogConfig(flush_messages=flush, retention_ms=None)
+        log_s = best_seconds(log_append(sets, config), root, rounds)
+        raw_s = best_seconds(raw_write(sets, per_set, flush), root, rounds)
+        lines.append(
+            {
+                "bench": "log.append",
+                "value_bytes": value_bytes,
+                "set_bytes": len(sets[0]),
+                "flush_messages": flush,
+                "total_mb": round(total / 1e6, 1),
+                "mb_per_s": round(total / log_s / 1e6, 1),
+                "messages_per_s": round(messages / log_s),
+                "raw_write_mb_per_s": round(total / raw_s / 1e6, 1),
+                "ratio": round(raw_s / log_s, 3),
+            }
+        )
+    return lines
+
+
+def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> list[dict[str, Any]]:
+    sets, per_set = message_sets(value_bytes, total_mib)
+    directory = root / "read"
+    config = LogConfig(retention_ms=None, segment_bytes=256 << 20)
+    log = PartitionLog.open(directory / "t-0", config)
+    for data in sets:
+        log.append(data)
+    raw = directory / "raw"
+    raw.write_bytes(b"".join(sets))
+    total = raw.stat().st_size
+    messages = per_set * len(sets)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+
+    def read_log(send: bool) -> None:
+        offset = 0
+        end = log.log_end_offset
+        while offset < end:
+            result = log.read(offset, SET_BYTES)
+            if send:
+                os.sendfile(devnull, result.fileno(), result.position, result.length)
+            else:
+                result.bytes()
+            offset += per_set  # the next set starts there (whole sets of SET_BYTES or less)
+
+    def read_raw(send: bool) -> None:
+        fd = os.open(raw, os.O_RDONLY)
+        try:
+            position = 0
+            while position < total:
+                if send:
+                    position += os.sendfile(devnull, fd, position, SET_BYTES)
+                else:
+                    position += len(os.read(fd, SET_BYTES))
+        finally:
+            os.close(fd)
+
+    lines = []
+    try:
+        for send, name in ((False, "log.read"), (True, "log.sendfile")):
+            log_s = _best(lambda send=send: read_log(send), rounds)
+            raw_s = _best(lambda send=send: read_raw(send), rounds)
+            lines.append(
+                {
+                    "bench": name,
+                    "value_bytes": value_bytes,
+                    "chunk_bytes": SET_BYTES,
+                    "total_mb": round(total / 1e6, 1),
+                    "mb_per_s": round(total / log_s / 1e6, 1),
+                    "messages_per_s": round(messages / log_s),
+                    "raw_mb_per_s": round(total / raw_s / 1e6, 1),
+                    "ratio": round(raw_s / log_s, 3),
+                }
+            )
+    finally:
+        os.close(devnull)
+        log.close()
+        shutil.rmtree(directory)
+    return lines
+
+
+def _best(op: Callable[[], None], rounds: int) -> float:
+    op()  # warm the page cache
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        op()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.log", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small volumes, one size")
+    parser.add_argument("--dir", type=Path, default=None, help="where to put the files")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings only
+    total_mib, rounds = (16, 2) if args.quick else (128, 3)
+    sizes = [1024] if args.quick else [100, 1024, 10_240]
+    root = Path(tempfile.mkdtemp(prefix="odradek-bench-log-", dir=args.dir))
+    try:
+        for size in sizes:
+            for line in append_cases(size, total_mib, rounds, root) + read_cases(
+                size, total_mib, rounds, root
+            ):
+                print(json.dumps(line), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

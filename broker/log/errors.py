@@ -1,0 +1,101 @@
+"""The errors the log raises on purpose, each carrying the wire code the broker answers with.
+
+Every class derives from ``LogError``: catch it and answer ``exc.code``. A malformed message set
+is also a ``protocol.errors.MessageFormatError``, as the codec would have raised. None derives from
+``BrokerError``: those stand for codes read from responses, one class per code.
+"""
+
+from __future__ import annotations
+
+from protocol.errors import (
+    BrokerError,
+    CorruptMessageError,
+    ErrorCode,
+    MessageFormatError,
+    OdradekError,
+)
+
+
+class LogError(OdradekError):
+    """Base of the log's errors; ``code`` is the error code to put in the response."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class InvalidMessageError(MessageFormatError, LogError):
+    """A produced message set is malformed (sizes, magic, codec, compressed payload, inner
+    offsets); nothing was written."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+    @staticmethod
+    def wrapping(exc: MessageFormatError) -> InvalidMessageError:
+        """The log's error for a codec error, same message and place (a bad CRC stays one)."""
+        cls = InvalidMessageError
+        if isinstance(exc, CorruptMessageError):
+            cls = CorruptMessageSetError
+        err = cls.__new__(cls)
+        Exception.__init__(err, *exc.args)
+        err.offset, err.position = exc.offset, exc.position
+        return err
+
+
+class CorruptMessageSetError(CorruptMessageError, InvalidMessageError):
+    """A produced message's CRC32 does not match its bytes; nothing was written."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class KeylessMessageError(LogError, ValueError):
+    """A message without a key was produced to a compacted log (Kafka: "Compacted topic cannot
+    accept message without key"); nothing was written."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class MessageSetTooLargeError(LogError):
+    """A produced message set is larger than ``max_message_bytes``; nothing was written."""
+
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class MessageSetLargerThanSegmentError(LogError):
+    """A produced message set would not fit in one segment (``segment_bytes``)."""
+
+    code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class LogOffsetOutOfRangeError(LogError):
+    """A read asked for an offset outside [log start offset, log end offset]."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class LogClosedError(LogError):
+    """The log was closed or deleted (its topic was deleted while a request was in flight)."""
+
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class CorruptSegmentError(LogError):
+    """A stored segment does not hold what its indexes and headers promise (damage after the
+    log was opened, or a bug); the broker reports it as an unknown server error."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def error_code(exc: BaseException) -> ErrorCode:
+    """The wire code for any exception the log may raise (unknown ones are server errors)."""
+    if isinstance(exc, LogError | BrokerError):
+        return exc.code
+    if isinstance(exc, MessageFormatError):
+        return ErrorCode.CORRUPT_MESSAGE
+    return ErrorCode.UNKNOWN_SERVER_ERROR

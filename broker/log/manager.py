@@ -1,0 +1,149 @@
+"""Every partition log of a data directory, and the periodic pass that maintains them.
+
+At start the manager opens each ``<topic>-<partition>`` directory under the data directory and
+takes an exclusive lock on it, so that two brokers never share one. ``run_maintenance`` flushes
+(``flush_ms``), deletes by retention and compacts; the server calls it from a timer, directly or
+in a worker thread (see ``PartitionLog`` on threads).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from broker.log import layout
+from broker.log.config import LogConfig
+from broker.log.errors import LogClosedError
+from broker.log.partition_log import DELETING_SUFFIX, PartitionLog
+
+log = structlog.get_logger(__name__)
+
+LOCK_FILE = ".lock"
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    flushed: int = 0  # logs flushed because of flush_ms
+    segments_deleted: int = 0
+    compacted: int = 0  # logs compacted
+
+
+class DataDirectoryInUseError(RuntimeError):
+    """Another process holds the data directory."""
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: Path,
+        default_config: LogConfig,
+        *,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._data_dir = Path(data_dir)
+        self._default_config = default_config
+        self._topic_configs = dict(topic_configs or {})
+        self._clock = clock
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock = threading.Lock()
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd: int | None = os.open(
+            self._data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644
+        )
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise DataDirectoryInUseError(f"{self._data_dir} is used by another process") from None
+        for path in sorted(self._data_dir.iterdir()):
+            if path.is_dir() and path.name.endswith(DELETING_SUFFIX):
+                shutil.rmtree(path)  # a deletion a crash interrupted
+                continue
+            parsed = layout.parse_partition_dir(path.name)
+            if parsed is not None and path.is_dir():
+                topic, _partition = parsed
+                self._logs[parsed] = PartitionLog.open(path, self.config_for(topic), clock=clock)
+        log.info("log.manager.opened", data_dir=str(self._data_dir), partitions=len(self._logs))
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self._default_config)
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Use ``config`` for ``topic``'s partitions, open ones included."""
+        with self._lock:
+            self._topic_configs[topic] = config
+            logs = [plog for (t, _p), plog in self._logs.items() if t == topic]
+        for plog in logs:
+            plog.reconfigure(config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log, created empty if it does not exist. A ``config`` becomes the
+        topic's config (see ``set_topic_config``)."""
+        if config is not None:
+            self.set_topic_config(topic, config)
+        with self._lock:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                return existing
+            directory = self._data_dir / layout.partition_dir_name(topic, partition)
+            plog = PartitionLog.open(directory, self.config_for(topic), clock=self._clock)
+            self._logs[(topic, partition)] = plog
+            return plog
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and its directory; False if there was none."""
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return False
+        plog.delete()
+        return True
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    def run_maintenance(self, now: float | None = None) -> MaintenanceResult:
+        """One pass over every log: flush by ``flush_ms``, retention, compaction."""
+        now = self._clock() if now is None else now
+        flushed = deleted = compacted = 0
+        with self._lock:
+            logs = list(self._logs.values())
+        for plog in logs:
+            try:
+                flushed += plog.maybe_flush(now)
+                deleted += plog.enforce_retention(now)
+                compacted += plog.compact(now)
+            except LogClosedError:
+                continue  # deleted while the pass ran
+            except Exception:  # one failing partition must not stop the others' upkeep
+                log.exception("log.maintenance.failed", directory=str(plog.directory))
+        return MaintenanceResult(flushed, deleted, compacted)
+
+    def close(self) -> None:
+        """Close every log cleanly and release the data directory."""
+        with self._lock:
+            logs, self._logs = list(self._logs.values()), {}
+        for plog in logs:
+            plog.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None

@@ -1,0 +1,596 @@
+"""The log of one partition: a directory of segments, appended to at the end, read by offset.
+
+Plain synchronous file I/O, quick per call: the server calls it from its trio tasks. Appends and
+reads come from one thread (the event loop). The maintenance calls -- ``flush``,
+``maybe_flush``, ``enforce_retention``, ``compact`` -- may run in a worker thread at the same
+time: they change shared state only under the log's lock, for short steps, and readers never take
+the lock (they work on a snapshot of the segment list).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+from broker.log import compaction, layout
+from broker.log.config import LogConfig
+from broker.log.errors import (
+    LogClosedError,
+    LogOffsetOutOfRangeError,
+    MessageSetLargerThanSegmentError,
+    MessageSetTooLargeError,
+)
+from broker.log.index import MAX_RELATIVE_OFFSET
+from broker.log.segment import Segment, SegmentFile
+from broker.log.segment_list import SegmentList
+from broker.log.validation import prepare_append
+from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper
+
+log = structlog.get_logger(__name__)
+
+# ListOffsets' special timestamps (Kafka's numbers).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # the broker's timestamp (ms) with LogAppendTime, else -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """A run of stored bytes: ``length`` bytes of ``file`` from ``position``.
+
+    Send it without copying (``os.sendfile(sock, result.fileno(), result.position,
+    result.length)``) or take ``bytes()``. It may end in a partial entry. The descriptor stays
+    valid while the result is referenced, even if retention or compaction removes the segment.
+    """
+
+    file: SegmentFile | None
+    position: int
+    length: int
+    offset: int  # the offset that was asked for
+
+    def fileno(self) -> int:
+        if self.file is None:
+            raise ValueError("an empty read result has no file")
+        return self.file.fileno()
+
+    def bytes(self) -> bytes:
+        if self.file is None or not self.length:
+            return b""
+        return self.file.pread(self.length, self.position)
+
+
+class PartitionLog:
+    """Segments, indexes, recovery, flushing, retention and compaction of one partition."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: SegmentList,
+        clock: Callable[[], float],
+        cleaner_checkpoint: int,
+    ) -> None:
+        self._directory = directory
+        self._config = config
+        self._segments: SegmentList | None = segments
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._compacting = threading.Lock()
+        self._recovery_point = segments.log_end_offset
+        self._cleaner_checkpoint = cleaner_checkpoint
+        self._messages_since_flush = 0
+        self._last_flush = clock()
+        self._unflushed: list[Segment] = []  # sealed since the last flush
+        self._directory_changed = False
+        self._high_watermark: int | None = None
+
+    # ---------------------------------------------------------------------------------------
+    # Opening and recovery
+
+    @classmethod
+    def open(
+        cls, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time
+    ) -> PartitionLog:
+        """Open (or create) the log in ``directory``. Without the clean-shutdown marker, the
+        segments from the recovery point on are checked entry by entry and truncated at the
+        first bad one (seed 000 "Guarantees"); missing or damaged indexes are rebuilt."""
+        directory = Path(directory)
+        if not directory.is_dir():
+            directory.mkdir(parents=True)
+            layout.fsync_dir(directory.parent)
+        compaction.finish_interrupted_swap(directory)
+        for leftover in directory.glob(f"*{layout.TMP}"):
+            leftover.unlink()
+        bases = _segment_bases(directory)
+        marker = directory / layout.CLEAN_SHUTDOWN
+        clean = marker.exists()
+        if clean:
+            segments = [Segment.open(directory, b, config.index_interval_bytes) for b in bases]
+        else:
+            recovery_point = layout.read_offset_file(directory / layout.RECOVERY_POINT) or 0
+            segments = _recover(directory, bases, recovery_point, config.index_interval_bytes)
+        if not segments:
+            segments = [Segment.create(directory, 0, config.index_interval_bytes)]
+        for segment in segments[:-1]:
+            segment.seal()
+        if not clean:
+            for segment in segments:
+                segment.fsync()
+            layout.write_offset_file(
+                directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
+            )
+        now = clock()
+        if segments[-1].size:
+            segments[-1].first_append_time = now
+        checkpoint = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
+        checkpoint = min(checkpoint or 0, segments[-1].base_offset)
+        if clean:
+            marker.unlink()
+        layout.fsync_dir(directory)
+        return cls(directory, config, SegmentList(segments), clock, checkpoint)
+
+    # ---------------------------------------------------------------------------------------
+    # Properties
+
+    def _live(self) -> SegmentList:
+        segments = self._segments
+        if segments is None:
+            raise LogClosedError(f"the log in {self._directory} is closed")
+        return segments
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """Apply changed topic settings; they take effect from the next call on."""
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._live().log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next message will get."""
+        return self._live().log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset consumers may read up to. Follows the log end offset until replication
+        sets it."""
+        end = self.log_end_offset
+        return end if self._high_watermark is None else min(self._high_watermark, end)
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        segments = self._live()
+        if not segments.log_start_offset <= offset <= segments.log_end_offset:
+            raise ValueError(
+                f"high watermark {offset} is outside [{segments.log_start_offset}, "
+                f"{segments.log_end_offset}]"
+            )
+        self._high_watermark = offset
+
+    @property
+    def segment_base_offsets(self) -> tuple[int, ...]:
+        return self._live().bases
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        return self._live().active.base_offset
+
+    def size_bytes(self) -> int:
+        return self._live().size_bytes()
+
+    # ---------------------------------------------------------------------------------------
+    # Appending
+
+    def append(self, message_set: bytes) -> AppendResult:
+        """Validate a produced message set, assign its offsets and write it. Nothing is
+        written when it is rejected."""
+        config = self._config
+        if len(message_set) > config.max_message_bytes:
+            raise MessageSetTooLargeError(
+                f"message set of {len(message_set)} bytes exceeds max_message_bytes="
+                f"{config.max_message_bytes}"
+            )
+        if len(message_set) > config.segment_bytes:
+            raise MessageSetLargerThanSegmentError(
+                f"message set of {len(message_set)} bytes exceeds segment_bytes="
+                f"{config.segment_bytes}"
+            )
+        now = self._clock()
+        append_time = int(now * 1000) if config.log_append_time else None
+        with self._lock:
+            active = self._live().active
+            prepared = prepare_append(
+                message_set,
+                next_offset=active.next_offset,
+                keys_required=config.compacted,
+                log_append_time=append_time,
+            )
+            if self._should_roll(active, len(prepared.data), prepared.last_offset, now):
+                active = self._roll()
+            active.append(prepared.data, prepared.entries, now)
+            self._messages_since_flush += prepared.last_offset - prepared.first_offset + 1
+            flush_due = (
+                config.flush_messages is not None
+                and self._messages_since_flush >= config.flush_messages
+            ) or (
+                config.flush_ms is not None and (now - self._last_flush) * 1000 >= config.flush_ms
+            )
+        if flush_due:
+            self.flush()
+        return AppendResult(
+            prepared.first_offset,
+            prepared.last_offset,
+            append_time if append_time is not None else -1,
+        )
+
+    def _should_roll(self, active: Segment, size: int, last_offset: int, now: float) -> bool:
+        if not active.size:
+            return False
+        config = self._config
+        return (
+            active.size + size > config.segment_bytes
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+            or (
+                active.first_append_time is not None
+                and (now - active.first_append_time) * 1000 >= config.segment_ms
+            )
+        )
+
+    def roll(self) -> None:
+        """Start a new active segment now (nothing happens while the active one is empty)."""
+        with self._lock:
+            if self._live().active.size:
+                self._roll()
+
+    def _roll(self) -> Segment:
+        segments = self._live()
+        old = segments.active
+        old.seal()
+        new = Segment.create(self._directory, old.next_offset, self._config.index_interval_bytes)
+        self._unflushed.append(old)
+        self._directory_changed = True
+        self._segments = segments.rolled(new)
+        log.debug("log.rolled", directory=str(self._directory), base_offset=new.base_offset)
+        return new
+
+    # ---------------------------------------------------------------------------------------
+    # Reading
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
+        """Up to ``max_bytes`` stored bytes from the entry holding ``offset``, stopping before
+        ``max_offset`` (the high watermark, for consumers). Reading at the log end offset gives
+        an empty result; an offset outside [log start, log end] raises
+        ``LogOffsetOutOfRangeError``."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        segments = self._live()
+        start, end = segments.log_start_offset, segments.log_end_offset
+        if not start <= offset <= end:
+            raise LogOffsetOutOfRangeError(offset, start, end)
+        limit = end if max_offset is None else min(end, max_offset)
+        if offset >= limit or not max_bytes:
+            return ReadResult(None, 0, 0, offset)
+        for segment in segments.segments[segments.floor(offset) :]:
+            position = segment.find_position(offset)
+            if position < segment.size:
+                break
+        else:
+            return ReadResult(None, 0, 0, offset)  # compacted away up to the end
+        stop = segment.size
+        if limit < segment.next_offset:
+            stop = segment.find_position(limit)
+        length = min(max_bytes, stop - position)
+        if length <= 0:
+            return ReadResult(None, 0, 0, offset)
+        return ReadResult(segment.file, position, length, offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first message whose timestamp is at or after
+        ``timestamp_ms``, or None. Kafka's -2 (earliest) and -1 (latest) give the log start and
+        end offsets, with timestamp -1."""
+        segments = self._live()
+        if timestamp_ms == EARLIEST_TIMESTAMP:
+            return segments.log_start_offset, -1
+        if timestamp_ms == LATEST_TIMESTAMP:
+            return segments.log_end_offset, -1
+        if timestamp_ms < 0:
+            raise ValueError(f"timestamp must be >= 0, -1 or -2, got {timestamp_ms}")
+        for segment in segments.segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            start = segment.time_index.lookup(timestamp_ms)
+            for position, offset, size, _magic, attributes, ts in segment.headers_from(start):
+                if ts < timestamp_ms:
+                    continue
+                if not attributes & CODEC_MASK:
+                    return offset, ts
+                inner = open_wrapper(segment.read_entry(position, size))
+                if attributes & TIMESTAMP_TYPE_BIT:  # log-append time: the wrapper's counts
+                    return inner[0].offset, ts
+                for message in inner:
+                    if message.timestamp >= timestamp_ms:
+                        return message.offset, message.timestamp
+        return None
+
+    # ---------------------------------------------------------------------------------------
+    # Flushing
+
+    def flush(self) -> None:
+        """fsync everything written so far and move the recovery point to the log end."""
+        with self._lock:
+            segments = self._live()
+            pending = [*self._unflushed, segments.active]
+            target = segments.log_end_offset
+            directory_changed = self._directory_changed
+            self._unflushed = []
+            self._directory_changed = False
+            self._messages_since_flush = 0
+            self._last_flush = self._clock()
+        for segment in pending:  # outside the lock: appends go on meanwhile
+            segment.fsync()
+        if directory_changed:
+            layout.fsync_dir(self._directory)
+        with self._lock:
+            if target > self._recovery_point and self._segments is not None:
+                self._recovery_point = target
+                # Not fsynced: a lost update only makes recovery start earlier.
+                layout.write_offset_file(self._directory / layout.RECOVERY_POINT, target)
+
+    def maybe_flush(self, now: float | None = None) -> bool:
+        """Flush when data has been waiting ``flush_ms`` (called by the server's timer)."""
+        flush_ms = self._config.flush_ms
+        now = self._clock() if now is None else now
+        if (
+            flush_ms is None
+            or self._segments is None
+            or not self._messages_since_flush
+            or (now - self._last_flush) * 1000 < flush_ms
+        ):
+            return False
+        self.flush()
+        return True
+
+    # ---------------------------------------------------------------------------------------
+    # Retention
+
+    def enforce_retention(self, now: float | None = None) -> int:
+        """Delete the oldest closed segments past ``retention_ms`` or beyond
+        ``retention_bytes`` (never the active one). Returns how many were deleted."""
+        config = self._config
+        if config.compacted:
+            return 0
+        now_ms = int((self._clock() if now is None else now) * 1000)
+        with self._lock:
+            segments = self._live()
+            closed = segments.closed
+            count = 0
+            if config.retention_ms is not None:
+                while (
+                    count < len(closed)
+                    and now_ms - closed[count].last_modified_ms() > config.retention_ms
+                ):
+                    count += 1
+            if config.retention_bytes is not None:
+                excess = segments.size_bytes() - config.retention_bytes
+                excess -= sum(s.size for s in closed[:count])
+                while count < len(closed) and excess - closed[count].size >= 0:
+                    excess -= closed[count].size
+                    count += 1
+            if not count:
+                return 0
+            self._segments = segments.without_first(count)
+            for segment in closed[:count]:
+                segment.delete_files()
+                if segment in self._unflushed:
+                    self._unflushed.remove(segment)
+            self._directory_changed = True
+        log.info(
+            "log.retention",
+            directory=str(self._directory),
+            segments_deleted=count,
+            log_start_offset=self._segments.log_start_offset,
+        )
+        return count
+
+    # ---------------------------------------------------------------------------------------
+    # Compaction
+
+    def compact(self, now: float | None = None) -> bool:
+        """One compaction pass over the closed segments, when the policy is ``compact`` and
+        the dirty ratio reaches ``min_cleanable_dirty_ratio``. Returns whether it ran."""
+        config = self._config
+        if not config.compacted or not self._compacting.acquire(blocking=False):
+            return False
+        try:
+            return self._compact(config, self._clock() if now is None else now)
+        finally:
+            self._compacting.release()
+
+    def _compact(self, config: LogConfig, now: float) -> bool:
+        with self._lock:
+            segments = self._live()
+            closed = segments.closed
+            checkpoint = self._cleaner_checkpoint
+        ratio, dirty = compaction.dirty_ratio(closed, checkpoint)
+        if not dirty or ratio < config.min_cleanable_dirty_ratio:
+            return False
+        cleaned: list[Segment] = []
+        try:
+            latest = compaction.offset_map(s for s in closed if s.base_offset >= checkpoint)
+            horizon = int(now * 1000) - config.delete_retention_ms
+            for group in compaction.groups(closed, config.segment_bytes):
+                cleaned.append(
+                    compaction.write_cleaned(group, latest, horizon, config.index_interval_bytes)
+                )
+            with self._lock:
+                current = self._live()
+                if current.segments[: len(closed)] != closed:
+                    raise _Abandoned
+                self._swap(closed, cleaned, current)
+                self._cleaner_checkpoint = segments.active.base_offset
+                layout.write_offset_file(
+                    self._directory / layout.CLEANER_CHECKPOINT, self._cleaner_checkpoint
+                )
+        except _Abandoned:
+            _discard(cleaned)
+            return False
+        except (LogClosedError, OSError):
+            _discard(cleaned)
+            if self._segments is None:  # closed or deleted meanwhile
+                return False
+            raise
+        log.info(
+            "log.compacted",
+            directory=str(self._directory),
+            segments_in=len(closed),
+            segments_out=len(cleaned),
+            bytes_in=sum(s.size for s in closed),
+            bytes_out=sum(s.size for s in cleaned),
+            dirty_ratio=round(ratio, 3),
+        )
+        return True
+
+    def _swap(self, old: tuple[Segment, ...], new: list[Segment], current: SegmentList) -> None:
+        """Replace ``old`` (the first segments) by ``new``: manifest first, so that a crash
+        part-way is completed at the next open; then one segment-list replacement."""
+        manifest = self._directory / layout.SWAP_MANIFEST
+        new_bases = [s.base_offset for s in new]
+        layout.write_swap_manifest(manifest, [s.base_offset for s in old], new_bases)
+        for segment in old:
+            if segment.base_offset in new_bases:
+                segment.close_indexes()  # its files are replaced by rename below
+            else:
+                segment.delete_files()
+        for segment in new:
+            segment.install()
+        self._segments = current.replacing_first(len(old), new)
+        self._unflushed = [s for s in self._unflushed if s not in old]
+        manifest.unlink()
+        layout.fsync_dir(self._directory)
+
+    # ---------------------------------------------------------------------------------------
+    # Closing
+
+    def close(self) -> None:
+        """Flush, record a clean shutdown and let go of the files (idempotent)."""
+        with self._lock:
+            if self._segments is None:
+                return
+            self._segments.active.seal()
+            self.flush()
+            (self._directory / layout.CLEAN_SHUTDOWN).touch()
+            layout.fsync_dir(self._directory)
+            self._release()
+
+    def delete(self) -> None:
+        """Close and remove the whole directory (the topic was deleted). The directory is
+        first renamed out of the ``<topic>-<partition>`` pattern, so that a crash part-way
+        does not leave a log that is opened again."""
+        with self._lock:
+            self._release()
+            doomed = self._directory.with_name(self._directory.name + DELETING_SUFFIX)
+            if doomed.exists():
+                shutil.rmtree(doomed)
+            if self._directory.exists():
+                os.rename(self._directory, doomed)
+                layout.fsync_dir(doomed.parent)
+                shutil.rmtree(doomed)
+
+    def _release(self) -> None:
+        if self._segments is not None:
+            for segment in self._segments.segments:
+                segment.close_indexes()
+        self._segments = None
+        self._unflushed = []
+
+    def __repr__(self) -> str:
+        if self._segments is None:
+            return f"PartitionLog({str(self._directory)!r}, closed)"
+        return (
+            f"PartitionLog({str(self._directory)!r}, start={self.log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._segments.segments)})"
+        )
+
+
+DELETING_SUFFIX = ".deleting"
+
+
+class _Abandoned(Exception):
+    """The segment list changed under a compaction pass; its output is thrown away."""
+
+
+def _discard(cleaned: list[Segment]) -> None:
+    for segment in cleaned:
+        if segment.suffix:
+            segment.delete_files()
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the segments in ``directory``; index files without a log are dropped."""
+    logs: set[int] = set()
+    others: list[tuple[int, Path]] = []
+    for path in directory.iterdir():
+        parsed = layout.parse_segment_name(path.name)
+        if parsed is None:
+            continue
+        base, suffix = parsed
+        if suffix == layout.LOG:
+            logs.add(base)
+        else:
+            others.append((base, path))
+    for base, path in others:
+        if base not in logs:
+            path.unlink()
+    return sorted(logs)
+
+
+def _recover(
+    directory: Path, bases: list[int], recovery_point: int, index_interval_bytes: int
+) -> list[Segment]:
+    """Open segments after an unclean stop: those wholly below the recovery point as after a
+    clean one, the rest checked entry by entry. At the first bad entry the segment is truncated
+    and every later segment deleted: what follows a hole cannot be trusted."""
+    segments: list[Segment] = []
+    for i, base in enumerate(bases):
+        following = bases[i + 1] if i + 1 < len(bases) else None
+        if following is not None and following <= recovery_point:
+            segments.append(Segment.open(directory, base, index_interval_bytes))
+            continue
+        segment, truncated, reason = Segment.recovered(directory, base, index_interval_bytes)
+        segments.append(segment)
+        if truncated:
+            log.warning(
+                "log.recovery.truncated",
+                directory=str(directory),
+                base_offset=base,
+                position=segment.size,
+                bytes_removed=truncated,
+                reason=reason,
+            )
+            for later in bases[i + 1 :]:
+                for suffix in layout.SEGMENT_SUFFIXES:
+                    layout.segment_path(directory, later, suffix).unlink(missing_ok=True)
+            break
+    return segments

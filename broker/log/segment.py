@@ -1,0 +1,407 @@
+"""One segment: a ``.log`` file of entries starting at a base offset, with its two indexes.
+
+Only the last segment of a log (the active one) is appended to; a rolled segment is sealed and
+never changes again, except that retention may delete it and compaction may replace it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from bisect import bisect_left
+from collections.abc import Iterator
+from itertools import accumulate
+from pathlib import Path
+
+import structlog
+
+from broker.log import layout
+from broker.log.entries import Scan, entry_size_at, scan_entries
+from broker.log.errors import CorruptSegmentError
+from broker.log.index import OffsetIndex, TimeIndex
+from protocol.messageset import LOG_OVERHEAD, MIN_SIZE, Entry, read_entries
+
+log = structlog.get_logger(__name__)
+
+# offset, size, crc, magic, attributes, timestamp: 26 bytes, which even the smallest entry has
+_HEADER = struct.Struct(">qiIBBq")
+_OFFSET_SIZE = struct.Struct(">qi")
+_HEADER_BLOCK = 8192
+_SCAN_CHUNK = 1 << 20
+
+
+class SegmentFile:
+    """The open descriptor of a ``.log`` file, closed when the last holder lets go of it.
+
+    The segment list, and every ``ReadResult`` handed to the network layer, hold a reference.
+    Retention and compaction unlink files and drop the list's reference, but a read already
+    answered keeps its descriptor (and the unlinked inode) until it has been sent: seed 000's
+    copy-on-write segment list, without a lock on the read path.
+    """
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, path: Path, flags: int) -> None:
+        self._fd = os.open(path, os.O_RDWR | flags, 0o644)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def pread(self, length: int, position: int) -> bytes:
+        data = os.pread(self._fd, length, position)
+        if len(data) < length:  # a regular file returns short only at its end, but be exact
+            parts = [data]
+            got = len(data)
+            while got < length:
+                more = os.pread(self._fd, length - got, position + got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Segment:
+    """A segment's file, indexes and the running state appends need."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        file: SegmentFile,
+        index_interval_bytes: int,
+        *,
+        suffix: str = "",
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.file = file
+        self.suffix = suffix
+        self.index_interval_bytes = index_interval_bytes
+        self.size = os.fstat(file.fileno()).st_size
+        self.index = OffsetIndex(self.path(layout.INDEX), base_offset)
+        self.time_index = TimeIndex(self.path(layout.TIME_INDEX), base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.bytes_since_index = 0
+        self.first_append_time: float | None = None  # wall clock, for rolling by segment_ms
+        self.sealed = False
+
+    def path(self, suffix: str) -> Path:
+        return layout.segment_path(self.directory, self.base_offset, suffix, self.suffix)
+
+    def __repr__(self) -> str:
+        return (
+            f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size}"
+            f"{', sealed' if self.sealed else ''})"
+        )
+
+    # ---------------------------------------------------------------------------------------
+    # Opening
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int, *, suffix: str = ""
+    ) -> Segment:
+        """A new, empty segment (``suffix`` names a compacted segment being written)."""
+        flags = os.O_CREAT | (os.O_TRUNC if suffix else os.O_EXCL)
+        path = layout.segment_path(directory, base_offset, layout.LOG, suffix)
+        segment = cls(
+            directory, base_offset, SegmentFile(path, flags), index_interval_bytes, suffix=suffix
+        )
+        segment.index.reset()
+        segment.time_index.reset()
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        """An existing segment after a clean shutdown: indexes are loaded (rebuilt if missing
+        or damaged) and only the entries after the last index entry are read."""
+        path = layout.segment_path(directory, base_offset, layout.LOG)
+        segment = cls(directory, base_offset, SegmentFile(path, 0), index_interval_bytes)
+        if not segment._load_indexes():
+            truncated, reason = segment.recover()
+            log.warning(
+                "log.segment.indexes_rebuilt",
+                segment=str(path),
+                bytes_removed=truncated,
+                reason=reason,
+            )
+        return segment
+
+    @classmethod
+    def recovered(
+        cls, directory: Path, base_offset: int, index_interval_bytes: int
+    ) -> tuple[Segment, int, str | None]:
+        """An existing segment after an unclean stop, checked by ``recover``."""
+        path = layout.segment_path(directory, base_offset, layout.LOG)
+        segment = cls(directory, base_offset, SegmentFile(path, 0), index_interval_bytes)
+        return segment, *segment.recover()
+
+    def _load_indexes(self) -> bool:
+        index = OffsetIndex.load(self.path(layout.INDEX), self.base_offset, self.size)
+        time_index = TimeIndex.load(self.path(layout.TIME_INDEX), self.base_offset)
+        if index is None or time_index is None:
+            return False
+        last = index.last()
+        if last is not None:
+            # The last entry must point at an entry with that offset, or the index is stale.
+            head = self.file.pread(LOG_OVERHEAD, last[1])
+            if len(head) < LOG_OVERHEAD or struct.unpack_from(">q", head)[0] != last[0]:
+                return False
+        self.index, self.time_index = index, time_index
+        largest = time_index.last()
+        self.max_timestamp = largest[0] if largest else -1
+        start = last[1] if last is not None else 0
+        self.bytes_since_index = self.size - start
+        try:
+            for _pos, offset, _size, _magic, _attributes, timestamp in self._headers(start):
+                self.next_offset = offset + 1
+                self.max_timestamp = max(self.max_timestamp, timestamp)
+        except CorruptSegmentError:
+            return False
+        # A time index pointing past the segment's end is as stale as a bad offset index.
+        return largest is None or largest[1] < self.next_offset
+
+    def recover(self) -> tuple[int, str | None]:
+        """Check every entry (whole, CRC, offsets increasing), truncate the file at the first
+        bad one and rebuild both indexes. Returns the bytes cut off and why."""
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.bytes_since_index = 0
+        file_size = os.fstat(self.file.fileno()).st_size
+        pos = 0
+        reason: str | None = None
+        after = self.base_offset - 1
+        while pos < file_size:
+            buf = self.file.pread(min(_SCAN_CHUNK, file_size - pos), pos)
+            scan = scan_entries(buf, after_offset=after)
+            if not scan.positions and scan.error is None:
+                need = entry_size_at(buf, 0)
+                if need is None or need > file_size - pos:
+                    reason = "incomplete entry at the end of the file"
+                    break
+                buf = self.file.pread(need, pos)  # one entry larger than the chunk
+                scan = scan_entries(buf, after_offset=after)
+            self._account(scan, pos)
+            if scan.offsets:
+                after = scan.offsets[-1]
+            pos += scan.end
+            if scan.error is not None:
+                reason = scan.error
+                break
+        self.index.write_pending()
+        self.time_index.write_pending()
+        if pos < file_size:
+            os.ftruncate(self.file.fileno(), pos)
+        self.size = pos
+        return file_size - pos, reason
+
+    # ---------------------------------------------------------------------------------------
+    # Writing
+
+    def append(self, data: bytes | bytearray, entries: Scan, now: float) -> None:
+        """Write validated entries at the end; ``entries`` describes them as stored (their
+        final offsets and timestamps)."""
+        position = self.size
+        fd = self.file.fileno()
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                written += os.pwrite(fd, view[written:], position + written)
+        except OSError:
+            os.ftruncate(fd, position)  # leave no partial entry behind (disk full, ...)
+            raise
+        self._account(entries, position)
+        self.index.write_pending()
+        self.time_index.write_pending()
+        self.size = position + len(data)
+        if self.first_append_time is None:
+            self.first_append_time = now
+
+    def _account(self, entries: Scan, base_position: int) -> None:
+        """Index entries written at ``base_position``: an offset-index entry for the first
+        entry after ``index_interval_bytes`` more bytes, and with it a time-index entry
+        (largest timestamp so far, that entry's offset) when the largest timestamp grew. The
+        same walk serves appends and rebuilds, so both give one index. It works per index
+        entry, not per message: running sums and a binary search find where they fall."""
+        count = len(entries.positions)
+        if not count:
+            return
+        interval = self.index_interval_bytes
+        positions, offsets = entries.positions, entries.offsets
+        # since[i]: bytes since the last index entry, before entry i
+        since = list(accumulate(entries.sizes, initial=self.bytes_since_index))
+        # largest[i + 1]: largest timestamp up to and including entry i
+        largest = list(accumulate(entries.timestamps, max, initial=self.max_timestamp))
+        indexed: list[int] = []
+        indexed_at = 0
+        i = bisect_left(since, interval, 0, count)
+        while i < count:
+            indexed.append(i)
+            indexed_at = since[i]
+            i = bisect_left(since, indexed_at + interval, i + 1, count)
+        if indexed:
+            index_offsets = [offsets[i] for i in indexed]
+            self.index.extend(index_offsets, [base_position + positions[i] for i in indexed])
+            timestamps: list[int] = []
+            time_offsets: list[int] = []
+            last = self.time_index.last_timestamp
+            for i, offset in zip(indexed, index_offsets, strict=True):
+                if largest[i + 1] > last:
+                    last = largest[i + 1]
+                    timestamps.append(last)
+                    time_offsets.append(offset)
+            self.time_index.extend(timestamps, time_offsets)
+        self.bytes_since_index = since[count] - indexed_at
+        self.max_timestamp = largest[count]
+        self.next_offset = offsets[-1] + 1
+
+    def seal(self) -> None:
+        """No more appends: record the segment's largest timestamp in its time index, so that
+        it is known after a restart without reading the segment."""
+        if self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.extend([self.max_timestamp], [self.next_offset - 1])
+            self.time_index.write_pending()
+        self.sealed = True
+
+    def fsync(self) -> None:
+        os.fsync(self.file.fileno())
+        self.index.fsync()
+        self.time_index.fsync()
+        if self.sealed:
+            self.index.close()
+            self.time_index.close()
+
+    def close_indexes(self) -> None:
+        self.index.close()
+        self.time_index.close()
+
+    def delete_files(self) -> None:
+        """Unlink the files; readers holding the descriptor keep reading the old inode."""
+        self.close_indexes()
+        for suffix in layout.SEGMENT_SUFFIXES:
+            self.path(suffix).unlink(missing_ok=True)
+
+    def install(self) -> None:
+        """Give a compacted segment its final names, replacing the segment it was made from."""
+        for suffix in layout.SEGMENT_SUFFIXES:
+            os.replace(
+                self.path(suffix), layout.segment_path(self.directory, self.base_offset, suffix)
+            )
+        self.suffix = ""
+        self.index.moved_to(self.path(layout.INDEX))
+        self.time_index.moved_to(self.path(layout.TIME_INDEX))
+
+    # ---------------------------------------------------------------------------------------
+    # Reading
+
+    def _headers(self, position: int) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """``(position, offset, size, magic, attributes, timestamp)`` of each entry from
+        ``position`` on, reading headers in blocks and skipping over values."""
+        end = self.size
+        pread = self.file.pread
+        unpack = _HEADER.unpack_from
+        min_size = MIN_SIZE[0]
+        while position < end:
+            block = pread(min(_HEADER_BLOCK, end - position), position)
+            n = len(block)
+            p = 0
+            while p + _HEADER.size <= n:
+                offset, size, _crc, magic, attributes, timestamp = unpack(block, p)
+                if size < min_size or position + p + LOG_OVERHEAD + size > end:
+                    raise CorruptSegmentError(
+                        f"{self.path(layout.LOG)}: bad entry size {size} at position {position + p}"
+                    )
+                yield (
+                    position + p,
+                    offset,
+                    LOG_OVERHEAD + size,
+                    magic,
+                    attributes,
+                    (timestamp if magic else -1),
+                )
+                p += LOG_OVERHEAD + size
+            if p == 0:
+                raise CorruptSegmentError(
+                    f"{self.path(layout.LOG)}: truncated entry at position {position}"
+                )
+            position += p
+
+    def find_position(self, offset: int) -> int:
+        """The position of the first entry holding ``offset`` or a later one; ``size`` if
+        there is none (the offset is beyond this segment, or compacted away at its end)."""
+        end = self.size
+        if offset >= self.next_offset:
+            return end
+        # The read path: _headers' loop, inlined and reading only offset and size.
+        position = self.index.lookup(offset)
+        pread = self.file.pread
+        unpack = _OFFSET_SIZE.unpack_from
+        min_size = MIN_SIZE[0]
+        while position < end:
+            block = pread(min(_HEADER_BLOCK, end - position), position)
+            n = len(block)
+            p = 0
+            while p + LOG_OVERHEAD <= n:
+                entry_offset, size = unpack(block, p)
+                if entry_offset >= offset:
+                    return position + p
+                if size < min_size:
+                    raise CorruptSegmentError(
+                        f"{self.path(layout.LOG)}: bad entry size {size} at {position + p}"
+                    )
+                p += LOG_OVERHEAD + size
+            if p == 0:
+                raise CorruptSegmentError(
+                    f"{self.path(layout.LOG)}: truncated entry at position {position}"
+                )
+            position += p
+        return end
+
+    def headers_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
+        """The headers of the entries holding ``offset`` and later ones."""
+        return self._headers(self.find_position(offset))
+
+    def read_entry(self, position: int, size: int) -> Entry:
+        entries, _ = read_entries(self.file.pread(size, position), base_position=position)
+        if not entries:
+            raise CorruptSegmentError(f"{self.path(layout.LOG)}: no entry at position {position}")
+        return entries[0]
+
+    def entries(self) -> Iterator[tuple[Entry, bytes]]:
+        """Every entry decoded (shallow), with its raw bytes, reading in chunks."""
+        pos = 0
+        while pos < self.size:
+            buf = self.file.pread(min(_SCAN_CHUNK, self.size - pos), pos)
+            entries, whole = read_entries(buf, base_position=pos)
+            if not entries:
+                need = entry_size_at(buf, 0)
+                if need is None or need > self.size - pos:
+                    raise CorruptSegmentError(
+                        f"{self.path(layout.LOG)}: truncated entry at position {pos}"
+                    )
+                buf = self.file.pread(need, pos)
+                entries, whole = read_entries(buf, base_position=pos)
+            for entry in entries:
+                start = entry.position - pos
+                yield entry, buf[start : start + LOG_OVERHEAD + entry.size]
+            pos += whole
+
+    def last_modified_ms(self) -> int:
+        """The segment's age for retention and tombstones: its largest timestamp, or the
+        file's modification time when no message carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.file.fileno()).st_mtime_ns // 1_000_000
