@@ -13,7 +13,7 @@ stamp="$venv/.installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "odradek: installing dependencies into .venv" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-    "$venv/bin/python" -m pip install --quiet -e ".[${ODRADEK_EXTRAS:-dev}]" >&2
+    "$venv/bin/python" -m pip install --quiet -e ".[${ODRADEK_EXTRAS:-dev,spark}]" >&2
     touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
