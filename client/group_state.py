@@ -1,0 +1,171 @@
+"""The group consumer's state machine (seed 001 "State diagram", Consumer), as a table.
+
+``TRANSITIONS`` lists every move with its guard and effect, ``STATE_DESCRIPTIONS`` what each
+state means; docs/state-machines is generated from them. The client cannot import
+``coordinator`` (its rules live on the broker), so the table helper is this module's own;
+``transition`` raises on any move the table does not list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from protocol.errors import ErrorCode
+
+
+class ConsumerState(Enum):
+    DOWN = "Down"
+    DISCOVER_COORDINATOR = "Start up & discover coordinator"
+    PART_OF_GROUP = "Part of a group"
+    REDISCOVER_COORDINATOR = "Re-discover coordinator"
+    STOPPED_CONSUMPTION = "Stopped consumption"
+
+
+# seed 001 "State diagram", Consumer
+STATE_DESCRIPTIONS: dict[ConsumerState, str] = {
+    ConsumerState.DOWN: "Seed: \"The consumer process is down\".",
+    ConsumerState.DISCOVER_COORDINATOR:
+        "Seed: \"the consumer discovers the co-ordinator for it's group. The consumer sends a "
+        "JoinGroupRequest (with no consumer id) once it discovers the co-ordinator\".",
+    ConsumerState.PART_OF_GROUP:
+        "Seed: \"the consumer is part of a group if it receives a JoinGroupResponse with no "
+        "error code, a consumer id and the generation id for it's group\". It fetches and "
+        "heartbeats.",
+    ConsumerState.REDISCOVER_COORDINATOR:
+        "Seed: \"the consumer does not stop consumption but tries to re-discover the "
+        "co-ordinator\".",
+    ConsumerState.STOPPED_CONSUMPTION:
+        "Seed: \"the consumer stops consumption and commits offsets, until it joins the group "
+        "again\".",
+}
+
+
+class ConsumerEvent(Enum):
+    START = "start"
+    COORDINATOR_FOUND = "coordinator found"
+    JOINED = "joined"
+    JOIN_REJECTED = "join rejected"
+    HEARTBEAT_OK = "heartbeat ok"
+    REJOIN_NEEDED = "rejoin needed"
+    COORDINATOR_LOST = "coordinator lost"
+    BACK_OFF = "back off"
+    CLOSE = "close"
+
+
+class IllegalTransition(RuntimeError):
+    """A move the consumer's table does not list: a bug in the consumer."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    source: ConsumerState
+    event: ConsumerEvent
+    target: ConsumerState
+    guard: str = ""
+    effect: str = ""
+
+
+_S = ConsumerState
+_E = ConsumerEvent
+
+TRANSITIONS: tuple[Transition, ...] = (
+    Transition(_S.DOWN, _E.START, _S.DISCOVER_COORDINATOR,
+               "subscribe() then poll()", "send FindCoordinator to a bootstrap broker"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.DISCOVER_COORDINATOR,
+               "FindCoordinator answered",
+               "send JoinGroup (empty member id on first start)"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.JOINED, _S.PART_OF_GROUP,
+               "JoinGroup answered without error",
+               "keep member id and generation; fetch the partitions to own; heartbeat"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.JOIN_REJECTED, _S.DOWN,
+               "JoinGroup: INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_ASSIGNMENT_STRATEGY, "
+               "INVALID_SESSION_TIMEOUT or INVALID_GROUP_ID",
+               "raise to the caller: it cannot join"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.REJOIN_NEEDED, _S.DISCOVER_COORDINATOR,
+               "JoinGroup: UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS",
+               "forget the member id if unknown; send JoinGroup again"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
+               "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer, or connection closed",
+               "back off; send FindCoordinator again"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.BACK_OFF, _S.DISCOVER_COORDINATOR,
+               "COORDINATOR_LOAD_IN_PROGRESS", "retry after the backoff"),
+    Transition(_S.DISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN, "close()", "nothing to leave"),
+    Transition(_S.PART_OF_GROUP, _E.HEARTBEAT_OK, _S.PART_OF_GROUP,
+               "Heartbeat answered without error", "keep fetching"),
+    Transition(_S.PART_OF_GROUP, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
+               "Heartbeat or OffsetCommit: REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or "
+               "UNKNOWN_MEMBER_ID",
+               "stop fetching; commit offsets (unless the member is unknown); revoke the "
+               "partitions (listener); send JoinGroup with the member id (empty if unknown)"),
+    Transition(_S.PART_OF_GROUP, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
+               "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no heartbeat answer within the "
+               "session timeout, or connection closed",
+               "keep fetching; send FindCoordinator"),
+    Transition(_S.PART_OF_GROUP, _E.BACK_OFF, _S.PART_OF_GROUP,
+               "COORDINATOR_LOAD_IN_PROGRESS", "keep fetching; heartbeat again after the backoff"),
+    Transition(_S.PART_OF_GROUP, _E.CLOSE, _S.DOWN,
+               "close()", "commit offsets; send LeaveGroup"),
+    Transition(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.PART_OF_GROUP,
+               "FindCoordinator answered", "heartbeat the new coordinator"),
+    Transition(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
+               "no coordinator yet", "keep fetching; back off; ask again"),
+    Transition(_S.REDISCOVER_COORDINATOR, _E.BACK_OFF, _S.REDISCOVER_COORDINATOR,
+               "COORDINATOR_LOAD_IN_PROGRESS", "keep fetching; retry after the backoff"),
+    Transition(_S.REDISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN,
+               "close()", "commit offsets if a coordinator answers; leave"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.JOINED, _S.PART_OF_GROUP,
+               "JoinGroup answered without error",
+               "assign the new partitions (listener); fetch from their committed offsets"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
+               "JoinGroup: UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS",
+               "forget the member id if unknown; send JoinGroup again"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.JOIN_REJECTED, _S.DOWN,
+               "JoinGroup: INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_ASSIGNMENT_STRATEGY, "
+               "INVALID_SESSION_TIMEOUT or INVALID_GROUP_ID",
+               "raise to the caller"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
+               "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer, or connection closed",
+               "find the coordinator, then JoinGroup with the member id"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.BACK_OFF, _S.STOPPED_CONSUMPTION,
+               "COORDINATOR_LOAD_IN_PROGRESS", "send JoinGroup again after the backoff"),
+    Transition(_S.STOPPED_CONSUMPTION, _E.CLOSE, _S.DOWN,
+               "close()", "send LeaveGroup"),
+)
+
+INITIAL_STATE = ConsumerState.DOWN
+
+_INDEX: dict[tuple[ConsumerState, ConsumerEvent], Transition] = {
+    (t.source, t.event): t for t in TRANSITIONS
+}
+assert len(_INDEX) == len(TRANSITIONS), "one row per (state, event)"
+
+#: the event an error in a JoinGroup, Heartbeat or OffsetCommit answer means to the consumer
+EVENT_FOR_ERROR: dict[ErrorCode, ConsumerEvent] = {
+    ErrorCode.REBALANCE_IN_PROGRESS: ConsumerEvent.REJOIN_NEEDED,
+    ErrorCode.ILLEGAL_GENERATION: ConsumerEvent.REJOIN_NEEDED,
+    ErrorCode.UNKNOWN_MEMBER_ID: ConsumerEvent.REJOIN_NEEDED,
+    ErrorCode.NOT_COORDINATOR: ConsumerEvent.COORDINATOR_LOST,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ConsumerEvent.COORDINATOR_LOST,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ConsumerEvent.BACK_OFF,
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: ConsumerEvent.JOIN_REJECTED,
+    ErrorCode.UNKNOWN_ASSIGNMENT_STRATEGY: ConsumerEvent.JOIN_REJECTED,
+    ErrorCode.INVALID_SESSION_TIMEOUT: ConsumerEvent.JOIN_REJECTED,
+    ErrorCode.INVALID_GROUP_ID: ConsumerEvent.JOIN_REJECTED,
+}
+
+
+def transition(state: ConsumerState, event: ConsumerEvent) -> ConsumerState:
+    """The state after ``event`` in ``state``; raises ``IllegalTransition`` if not listed."""
+    row = _INDEX.get((state, event))
+    if row is None:
+        raise IllegalTransition(f"consumer: no transition from {state.name} on {event.name}")
+    return row.target
+
+
+def event_for(code: ErrorCode, *, joining: bool) -> ConsumerEvent | None:
+    """The event a coordinator's answer means: success is JOINED for a JoinGroup and
+    HEARTBEAT_OK otherwise; None for codes that do not concern membership."""
+    if code is ErrorCode.NONE:
+        return ConsumerEvent.JOINED if joining else ConsumerEvent.HEARTBEAT_OK
+    return EVENT_FOR_ERROR.get(code)

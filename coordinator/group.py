@@ -1,0 +1,128 @@
+"""One consumer group in memory: its members, held joins, round in progress and offsets.
+
+Plain data. The rules that change it live in ``coordinator.coordinator``; the moves between
+states are checked against ``coordinator.group_state.GROUP_MACHINE`` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from coordinator.assignors import Assignment, TopicPartition
+from coordinator.group_state import GroupState
+from coordinator.offsets_topic import MemberValue, OffsetValue
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    """A JoinGroup the coordinator holds until its round ends (``member_id`` empty if new)."""
+
+    token: Hashable
+    connection: Hashable | None
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    subscription: tuple[str, ...]
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredLeave:
+    """A leave that arrived while a round was being written: applied right after it."""
+
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredTopicsCheck:
+    """A topic change that arrived while a round was being written: rechecked right after it."""
+
+
+Deferred = JoinRequest | DeferredLeave | DeferredTopicsCheck
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    subscription: tuple[str, ...]
+    assignment: Assignment = ()
+    #: the JoinGroup held for the current round, if the member has sent one
+    join: JoinRequest | None = None
+    #: when the member's session ends; None while paused (between JoinGroup and its response)
+    session_deadline_ms: int | None = None
+    #: the deadline the driver's session timer is armed for (heartbeats move the deadline only;
+    #: the timer catches up when it fires), None when no timer is armed
+    session_timer_ms: int | None = None
+    #: the connection its first JoinGroup came on, until the member uses its id (zombie guard)
+    unconfirmed_connection: Hashable | None = None
+
+    @classmethod
+    def from_join(cls, member_id: str, join: JoinRequest) -> Member:
+        return cls(
+            member_id, join.client_id, join.client_host, join.session_timeout_ms,
+            join.rebalance_timeout_ms, join.subscription, join=join,
+            unconfirmed_connection=join.connection,
+        )
+
+    @classmethod
+    def from_value(cls, value: MemberValue) -> Member:
+        return cls(
+            value.member_id, value.client_id, value.client_host, value.session_timeout_ms,
+            value.rebalance_timeout_ms, value.subscription, value.assignment,
+        )
+
+    def to_value(self, assignment: Assignment) -> MemberValue:
+        return MemberValue(
+            self.member_id, self.client_id, self.client_host, self.session_timeout_ms,
+            self.rebalance_timeout_ms, self.subscription, assignment,
+        )
+
+
+@dataclass(slots=True)
+class Round:
+    """A generation being written (state Rebalancing)."""
+
+    generation: int
+    assignments: dict[str, Assignment]
+    new_member_ids: frozenset[str]
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    partition: int
+    state: GroupState = GroupState.EMPTY
+    #: the last generation written to __consumer_offsets
+    generation: int = 0
+    strategy: str = ""
+    state_since_ms: int = 0
+    members: dict[str, Member] = field(default_factory=dict)
+    #: JoinGroups with an empty member id held for the current round, in arrival order
+    new_joins: list[JoinRequest] = field(default_factory=list)
+    #: members whose session expired in this join phase: they may still rejoin with their id
+    expired: dict[str, Member] = field(default_factory=dict)
+    #: the member whose expiry alone started this round while nobody else has reacted
+    cancellable_by: str | None = None
+    rebalance_deadline_ms: int | None = None
+    initial_delay_until_ms: int | None = None
+    round: Round | None = None
+    deferred: list[Deferred] = field(default_factory=list)
+    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+
+    def subscribed_topics(self) -> set[str]:
+        topics = {t for m in self.members.values() for t in m.subscription}
+        topics.update(t for j in self.new_joins for t in j.subscription)
+        return topics
+
+    def current_assignments(self) -> dict[str, Assignment]:
+        """What members own now, or will own once the round being written is."""
+        if self.round is not None:
+            return self.round.assignments
+        return {mid: m.assignment for mid, m in self.members.items()}

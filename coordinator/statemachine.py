@@ -1,0 +1,65 @@
+"""A state machine as data: a table of ``(state, event) -> next state`` rows, checked on every move.
+
+h11's rule: every legal move is a row; anything the table does not list raises
+``IllegalTransition`` naming the machine, the state and the event -- a bug in the coordinator,
+never silently ignored. Each row also carries the guard under which the code raises that event and
+the effect it has, so docs/state-machines is generated from the same rows the code is checked by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Generic, TypeVar
+
+S = TypeVar("S", bound=Enum)
+E = TypeVar("E", bound=Enum)
+
+
+class IllegalTransition(RuntimeError):
+    """A move the machine's table does not list."""
+
+
+@dataclass(frozen=True)
+class Transition(Generic[S, E]):
+    source: S
+    event: E
+    target: S
+    guard: str = ""
+    effect: str = ""
+
+
+class TransitionTable(Generic[S, E]):
+    """The rows of one machine, indexed by ``(state, event)``; at most one row per pair."""
+
+    def __init__(
+        self,
+        name: str,
+        initial: S,
+        states: type[S],
+        events: type[E],
+        rows: Sequence[Transition[S, E]],
+    ) -> None:
+        self.name = name
+        self.initial = initial
+        self.states: tuple[S, ...] = tuple(states)
+        self.events: tuple[E, ...] = tuple(events)
+        self.rows: tuple[Transition[S, E], ...] = tuple(rows)
+        self._index: dict[tuple[S, E], Transition[S, E]] = {}
+        for row in self.rows:
+            key = (row.source, row.event)
+            if key in self._index:
+                raise ValueError(f"{name}: two rows for {row.source.name} on {row.event.name}")
+            self._index[key] = row
+
+    def row(self, state: S, event: E) -> Transition[S, E]:
+        try:
+            return self._index[(state, event)]
+        except KeyError:
+            raise IllegalTransition(
+                f"{self.name}: no transition from {state.name} on {event.name}"
+            ) from None
+
+    def next_state(self, state: S, event: E) -> S:
+        return self.row(state, event).target
