@@ -3,3 +3,43 @@
 Imports ``protocol`` only -- never ``broker`` or ``coordinator`` -- so it is exactly what a user
 of another machine runs.
 """
+
+from client.admin import Admin, NewTopic
+from client.consumer import Consumer
+from client.errors import (
+    BrokerConnectionError,
+    ClientError,
+    ClientTimeoutError,
+    ConfigError,
+    IllegalStateError,
+    NoBrokersAvailableError,
+    NoOffsetForPartitionError,
+    RecordTooLargeError,
+)
+from client.offsets import EARLIEST, LATEST
+from client.partitioner import DefaultPartitioner, murmur2, partition_for_key
+from client.producer import Producer
+from client.records import ConsumerRecord, RecordMetadata, TopicPartition
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "Admin",
+    "BrokerConnectionError",
+    "ClientError",
+    "ClientTimeoutError",
+    "ConfigError",
+    "Consumer",
+    "ConsumerRecord",
+    "DefaultPartitioner",
+    "IllegalStateError",
+    "NewTopic",
+    "NoBrokersAvailableError",
+    "NoOffsetForPartitionError",
+    "Producer",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "TopicPartition",
+    "murmur2",
+    "partition_for_key",
+]

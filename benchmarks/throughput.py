@@ -1,0 +1,281 @@
+"""Client throughput and latency against one real broker:
+``python -m benchmarks.throughput [--quick] [--profile] [--bootstrap HOST:PORT]``.
+
+Prints one JSON line per case:
+
+- ``producer``: messages/s and MB/s sending 100-byte values from one ``Producer`` to a
+  one-partition topic, for compression none and lz4 and acks 1 and all (``linger_ms=5``,
+  ``batch_bytes=256 KiB``);
+- ``consumer``: messages/s of ``Consumer.poll`` reading a 1,000,000-message topic from the start;
+- ``latency``: end-to-end latency (send to ``poll`` return) at 1,000 messages/s with
+  ``linger_ms=0``, producer and consumer in separate processes, p50/p99/max in ms.
+
+MB/s counts value bytes, in units of 10**6. Without ``--bootstrap`` the benchmark starts its own
+broker (``python -m broker start --port 0`` in a temporary directory) and stops it at the end.
+``--profile`` runs the lz4/acks=1 producer and the consumer case under cProfile and prints the
+functions that take the most time to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import re
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.codec import sample_records
+from client import Admin, Consumer, Producer, TopicPartition
+
+VALUE_BYTES = 100
+_LISTENING = re.compile(r"odradek broker (-?\d+) listening on (\S+):(\d+)")
+_STAMP = struct.Struct(">q")
+
+
+def emit(line: dict[str, Any]) -> None:
+    print(json.dumps(line), flush=True)
+
+
+# ------------------------------------------------------------------------------------ broker
+
+
+@contextmanager
+def own_broker(timeout: float = 30.0) -> Iterator[str]:
+    """Start a broker on a free port in a temporary directory; yield its address."""
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        log_path = Path(tmp) / "broker.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "broker", "start", "--host", "127.0.0.1", "--port", "0",
+                 "--data-dir", str(Path(tmp) / "data")],
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+            try:
+                yield _wait_listening(proc, timeout, log_path)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], timeout: float, log_path: Path) -> str:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or proc.poll() is not None or not selector.select(remaining):
+                break
+            chunk = proc.stdout.read1(4096)
+            if not chunk:
+                break
+            line += chunk
+    match = _LISTENING.search(line.decode(errors="replace"))
+    if match is None:
+        proc.kill()
+        raise SystemExit(
+            f"broker did not start: {line!r}\n{log_path.read_text(errors='replace')[-2000:]}"
+        )
+    return f"{match.group(2)}:{match.group(3)}"
+
+
+# ------------------------------------------------------------------------------------- cases
+
+
+def values(count: int = 1000) -> list[bytes]:
+    """Log-like 100-byte values (a little repetitive, as real ones are)."""
+    return [r[1] or b"" for r in sample_records(count, VALUE_BYTES)]
+
+
+def new_topic(admin: Admin, name: str) -> str:
+    topic = f"bench-{name}-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(topic, partitions=1)
+    return topic
+
+
+def fill(bootstrap: str, topic: str, n: int, codec: str, acks: int | str) -> float:
+    """Send ``n`` values to ``topic``; return the seconds it took, flush included."""
+    samples = values()
+    with Producer(
+        bootstrap,
+        acks=acks,
+        compression=codec,
+        linger_ms=5,
+        batch_bytes=256 * 1024,
+        buffer_bytes=64 * 1024 * 1024,
+    ) as producer:
+        producer.send(topic, samples[0]).result(30)  # metadata and connection are ready
+        send = producer.send
+        count = len(samples)
+        start = time.perf_counter()
+        for i in range(n - 1):
+            send(topic, samples[i % count])
+        producer.flush()
+        return time.perf_counter() - start
+
+
+def producer_cases(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> None:
+    with Admin(bootstrap) as admin:
+        for codec in ("none", "lz4"):
+            for acks in (1, "all"):
+                topic = new_topic(admin, f"produce-{codec}-{acks}")
+                profiling = profiler is not None and codec == "lz4" and acks == 1
+                if profiling:
+                    assert profiler is not None
+                    profiler.enable()
+                seconds = fill(bootstrap, topic, n, codec, acks)
+                if profiling:
+                    assert profiler is not None
+                    profiler.disable()
+                emit({
+                    "bench": "producer",
+                    "codec": codec,
+                    "acks": acks,
+                    "messages": n,
+                    "value_bytes": VALUE_BYTES,
+                    "msgs_per_s": round(n / seconds),
+                    "mb_per_s": round(n * VALUE_BYTES / seconds / 1e6, 1),
+                })
+
+
+def consumer_case(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> None:
+    with Admin(bootstrap) as admin:
+        topic = new_topic(admin, "consume")
+    fill(bootstrap, topic, n, "none", 1)
+    tp = TopicPartition(topic, 0)
+    with Consumer(
+        bootstrap, auto_offset_reset="earliest", max_poll_records=10_000
+    ) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        seen = 0
+        if profiler is not None:
+            profiler.enable()
+        start = time.perf_counter()
+        while seen < n:
+            seen += len(consumer.poll(timeout_ms=1000))
+        seconds = time.perf_counter() - start
+        if profiler is not None:
+            profiler.disable()
+    emit({
+        "bench": "consumer",
+        "codec": "none",
+        "messages": n,
+        "max_poll_records": 10_000,
+        "msgs_per_s": round(n / seconds),
+        "mb_per_s": round(n * VALUE_BYTES / seconds / 1e6, 1),
+    })
+
+
+def latency_case(bootstrap: str, seconds: float, rate: int = 1000) -> None:
+    with Admin(bootstrap) as admin:
+        topic = new_topic(admin, "latency")
+    count = int(seconds * rate)
+    tp = TopicPartition(topic, 0)
+    latencies: list[float] = []
+    with Consumer(bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=500) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        sender = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.throughput", "--latency-producer",
+             bootstrap, topic, str(count), str(rate)]
+        )
+        try:
+            deadline = time.monotonic() + seconds + 60
+            while len(latencies) < count and time.monotonic() < deadline:
+                for record in consumer.poll(timeout_ms=100):
+                    now = time.time_ns()
+                    (sent,) = _STAMP.unpack_from(record.value or b"")
+                    latencies.append((now - sent) / 1e6)
+        finally:
+            sender.wait(60)
+    latencies.sort()
+    emit({
+        "bench": "latency",
+        "rate_per_s": rate,
+        "linger_ms": 0,
+        "messages": len(latencies),
+        "p50_ms": round(_percentile(latencies, 0.50), 2),
+        "p99_ms": round(_percentile(latencies, 0.99), 2),
+        "max_ms": round(latencies[-1], 2) if latencies else None,
+    })
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def latency_producer(bootstrap: str, topic: str, count: int, rate: int) -> None:
+    """The sending half of the latency case: ``count`` messages at ``rate``/s, each carrying
+    its send time (ns since the epoch) in its first 8 bytes."""
+    padding = b"p" * (VALUE_BYTES - _STAMP.size)
+    with Producer(bootstrap, acks=1, linger_ms=0) as producer:
+        producer.partitions_for(topic)
+        start = time.monotonic()
+        for i in range(count):
+            due = start + i / rate
+            while (wait := due - time.monotonic()) > 0:
+                producer.poll(wait)
+            producer.send(topic, _STAMP.pack(time.time_ns()) + padding, partition=0)
+        producer.flush()
+
+
+# -------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small counts, for a smoke test")
+    parser.add_argument("--profile", action="store_true", help="cProfile the hot paths")
+    parser.add_argument("--bootstrap", help="use this broker instead of starting one")
+    parser.add_argument("--latency-producer", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.latency_producer:
+        bootstrap, topic, count, rate = args.latency_producer
+        latency_producer(bootstrap, topic, int(count), int(rate))
+        return
+    produce_n = 20_000 if args.quick else 500_000
+    consume_n = 20_000 if args.quick else 1_000_000
+    latency_s = 1.0 if args.quick else 5.0
+    profilers = {"producer": cProfile.Profile(), "consumer": cProfile.Profile()}
+    use = (lambda name: profilers[name]) if args.profile else (lambda name: None)
+
+    def run(bootstrap: str) -> None:
+        producer_cases(bootstrap, produce_n, use("producer"))
+        consumer_case(bootstrap, consume_n, use("consumer"))
+        latency_case(bootstrap, latency_s)
+
+    if args.bootstrap:
+        run(args.bootstrap)
+    else:
+        with own_broker() as bootstrap:
+            run(bootstrap)
+    if args.profile:
+        for name, profiler in profilers.items():
+            print(f"--- {name} (cProfile, by own time)", file=sys.stderr)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(15)
+
+
+
+if __name__ == "__main__":
+    main()

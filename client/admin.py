@@ -1,0 +1,207 @@
+"""``Admin``: topics, offsets and the cluster, one blocking call each.
+
+Topic changes go to the controller (the one broker today); reads go to any broker. Each call
+waits for its answer (driving the sockets itself) up to ``timeout_ms``, and raises the typed
+error for a failed topic, its message naming the topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from client.errors import ConfigError, IllegalStateError, partition_error
+from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicInfo
+from client.network import NetworkClient
+from client.offsets import OffsetAndTimestamp, list_offsets
+from client.records import TopicPartition
+from protocol.apis import ApiKey
+from protocol.errors import BrokerError, ErrorCode
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    partitions: int = 1
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerInfo]
+
+
+@dataclass(frozen=True)
+class ApiVersionRange:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+
+
+class Admin:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "odradek-admin",
+        request_timeout_ms: int = 30_000,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        try:
+            self._network = NetworkClient(
+                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bootstrap: {exc}") from None
+        self._metadata = MetadataTracker(self._network)
+        self._metadata.track_all_topics()
+        self._timeout = timeout_ms / 1000
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ topics
+
+    def create_topics(
+        self, topics: Iterable[NewTopic], *, validate_only: bool = False
+    ) -> dict[str, BrokerError | None]:
+        """Create topics; each topic's result is None or its typed error."""
+        body = {
+            "topics": [
+                {
+                    "name": t.name,
+                    "num_partitions": t.partitions,
+                    "replication_factor": t.replication_factor,
+                    "configs": dict(t.configs),
+                }
+                for t in topics
+            ],
+            "timeout_ms": int(self._timeout * 1000),
+            "validate_only": validate_only,
+        }
+        return self._topic_results(self._ask_controller(ApiKey.CREATE_TOPICS, body))
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create one topic or raise its typed error (``TopicAlreadyExistsError``, ...)."""
+        new = NewTopic(name, partitions, replication_factor, dict(configs or {}))
+        _raise_first(self.create_topics([new]))
+
+    def delete_topics(self, names: Iterable[str]) -> dict[str, BrokerError | None]:
+        body = {"topic_names": list(names), "timeout_ms": int(self._timeout * 1000)}
+        return self._topic_results(self._ask_controller(ApiKey.DELETE_TOPICS, body))
+
+    def delete_topic(self, name: str) -> None:
+        _raise_first(self.delete_topics([name]))
+
+    def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        metadata = self._refresh()
+        return sorted(
+            name
+            for name, info in metadata.topics.items()
+            if info.error is ErrorCode.NONE and (include_internal or not info.internal)
+        )
+
+    def describe_topics(self, names: Iterable[str] | None = None) -> list[TopicInfo]:
+        """Partitions, leaders, replicas and ISR of the named topics (all if None). A named
+        topic that does not exist raises ``UnknownTopicOrPartitionError`` naming it."""
+        metadata = self._refresh()
+        if names is None:
+            return [
+                metadata.topics[n]
+                for n in sorted(metadata.topics)
+                if metadata.topics[n].error is ErrorCode.NONE
+            ]
+        out = []
+        for name in names:
+            info = metadata.topics.get(name)
+            if info is None:
+                raise partition_error(f"topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if info.error is not ErrorCode.NONE:
+                raise info.error_for_topic()
+            out.append(info)
+        return out
+
+    # ---------------------------------------------------------------------- offsets, cluster
+
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """``{tp: EARLIEST | LATEST | timestamp_ms}`` -> each partition's offset (and the found
+        message's timestamp for a lookup by time). See client.offsets for the constants."""
+        return list_offsets(self._metadata, specs, self._timeout)
+
+    def describe_cluster(self) -> ClusterDescription:
+        metadata = self._refresh()
+        brokers = sorted(metadata.brokers.values(), key=lambda b: b.node_id)
+        return ClusterDescription(metadata.cluster_id, metadata.controller_id, brokers)
+
+    def api_versions(self) -> list[ApiVersionRange]:
+        """The APIs and versions a broker supports."""
+        self._check_open()
+        node = self._network.least_loaded_node()
+        body = self._network.send(node, ApiKey.API_VERSIONS, {}).result(self._timeout)
+        return [
+            ApiVersionRange(a["api_key"], a["name"], a["min_version"], a["max_version"])
+            for a in body["apis"]
+        ]
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _refresh(self) -> ClusterMetadata:
+        self._check_open()
+        return self._metadata.refresh(self._timeout)
+
+    def _ask_controller(self, api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+        metadata = self._refresh()
+        node = metadata.controller_id
+        if node not in metadata.brokers:
+            node = self._network.least_loaded_node()
+        result: dict[str, Any] = self._network.send(node, api, body).result(self._timeout + 5)
+        return result
+
+    @staticmethod
+    def _topic_results(body: dict[str, Any]) -> dict[str, BrokerError | None]:
+        return {
+            t["name"]: (
+                partition_error(f"topic {t['name']!r}", t["error_code"], t["error_message"])
+                if t["error_code"]
+                else None
+            )
+            for t in body["topics"]
+        }
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._network.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("admin client is closed")
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _raise_first(results: dict[str, BrokerError | None]) -> None:
+    for error in results.values():
+        if error is not None:
+            raise error

@@ -1,0 +1,507 @@
+"""The ``odradek`` command line: topics, produce and consume from the shell, and the broker.
+
+``odradek broker ...`` and ``odradek log ...`` replace this process with ``python -m broker``
+and ``python -m broker.log.dump`` (same PID, so whoever started it can stop it), because the
+client package never imports the broker. Every other command talks to brokers over the wire.
+
+Expected failures (a broker that cannot be reached, a topic that does not exist, a bad setting)
+print one line naming what went wrong and exit 1 -- no traceback. Human output uses rich
+tables; ``--json`` prints JSON for scripts (one object per record for ``consume``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, BinaryIO, TextIO
+
+from client.admin import Admin
+from client.consumer import Consumer
+from client.metadata import TopicInfo
+from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp
+from client.producer import Producer
+from client.records import ConsumerRecord, TopicPartition
+from protocol.compression import Codec
+from protocol.errors import OdradekError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+_PASSTHROUGH = {"broker": "broker", "log": "broker.log.dump"}
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="odradek",
+        description="odradek: a log broker with a broker-side consumer-group coordinator.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument(
+        "--bootstrap",
+        default=os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="brokers to contact first (default: $ODRADEK_BOOTSTRAP or %(default)s)",
+    )
+    client.add_argument(
+        "--api-timeout-ms",
+        dest="api_timeout_ms",
+        type=_positive_int,
+        default=10_000,
+        metavar="MS",
+        help="how long to wait for brokers to answer (default: %(default)s)",
+    )
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+    commands.add_parser(
+        "broker",
+        add_help=False,
+        help="run a broker: `odradek broker start [...]` (try `odradek broker start --help`)",
+    )
+    commands.add_parser(
+        "log",
+        add_help=False,
+        help="dump log segment and index files: `odradek log dump PATH...` "
+        "(try `odradek log dump --help`)",
+    )
+
+    topics = commands.add_parser("topics", help="create, list, describe and delete topics")
+    topic_commands = topics.add_subparsers(dest="topics_command", metavar="ACTION", required=True)
+    create = topic_commands.add_parser(
+        "create", parents=[client, json_flag], help="create a topic"
+    )
+    create.add_argument("topic", help="topic name: [a-zA-Z0-9._-], at most 249 characters")
+    create.add_argument(
+        "--partitions", type=_positive_int, default=1, help="partition count (default: 1)"
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        default=1,
+        help="copies of each partition; at most the number of live brokers (default: 1)",
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="a per-topic setting, e.g. cleanup_policy=compact (repeatable)",
+    )
+    create.set_defaults(run=cmd_topics_create)
+    listing = topic_commands.add_parser("list", parents=[client, json_flag], help="list topics")
+    listing.add_argument(
+        "--internal", action="store_true", help="include internal topics (__consumer_offsets)"
+    )
+    listing.set_defaults(run=cmd_topics_list)
+    describe = topic_commands.add_parser(
+        "describe",
+        parents=[client, json_flag],
+        help="partitions, leaders, replicas, ISR and offsets of topics",
+    )
+    describe.add_argument("topics", nargs="*", metavar="TOPIC", help="topics (default: all)")
+    describe.set_defaults(run=cmd_topics_describe)
+    delete = topic_commands.add_parser(
+        "delete", parents=[client, json_flag], help="delete topics and their data"
+    )
+    delete.add_argument("topics", nargs="+", metavar="TOPIC")
+    delete.set_defaults(run=cmd_topics_delete)
+
+    produce = commands.add_parser(
+        "produce",
+        parents=[client, json_flag],
+        help="send lines from stdin as messages",
+        description="Send each line of stdin as one message; print how many were sent and the "
+        "rate at the end.",
+    )
+    produce.add_argument("topic")
+    produce.add_argument(
+        "--key-separator",
+        metavar="SEP",
+        help="split each line at the first SEP into key and value (a line without SEP is an "
+        "error); without this option messages have no key",
+    )
+    produce.add_argument(
+        "--compression",
+        default="none",
+        choices=[c.name.lower() for c in Codec],
+        help="batch compression (default: none)",
+    )
+    produce.add_argument(
+        "--acks",
+        default="1",
+        choices=["0", "1", "all", "-1"],
+        help="0: do not wait; 1: the leader wrote it; all: every in-sync replica has it "
+        "(default: 1)",
+    )
+    produce.add_argument("--partition", type=_non_negative_int, help="send every line here")
+    produce.add_argument(
+        "--linger-ms", type=_non_negative_int, default=5, help="batching delay (default: 5)"
+    )
+    produce.add_argument(
+        "--batch-bytes", type=_positive_int, default=65_536, help="batch size (default: 65536)"
+    )
+    produce.set_defaults(run=cmd_produce)
+
+    consume = commands.add_parser(
+        "consume",
+        parents=[client, json_flag],
+        help="print messages of a topic",
+        description="Print messages, one per line (the value; with --key-separator the key, "
+        "SEP, the value), or with --json one JSON object per message. Starts at the end of "
+        "each partition unless told otherwise.",
+    )
+    consume.add_argument("topic")
+    consume.add_argument(
+        "--partition", type=_non_negative_int, help="only this partition (default: all)"
+    )
+    start = consume.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-beginning", action="store_true", help="start at the earliest stored message"
+    )
+    start.add_argument(
+        "--offset", type=_non_negative_int, help="start at this offset (needs --partition)"
+    )
+    consume.add_argument(
+        "--max-messages", type=_positive_int, help="exit after this many messages"
+    )
+    consume.add_argument(
+        "--timeout-ms",
+        type=_positive_int,
+        help="exit when no message arrives for this long (default: wait forever)",
+    )
+    consume.add_argument(
+        "--key-separator", metavar="SEP", help="print the key and SEP before each value"
+    )
+    consume.set_defaults(run=cmd_consume)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+# ---------------------------------------------------------------------------------- commands
+
+
+class Output:
+    """Where commands print: stdout for data, stderr for summaries and errors."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out = out
+        self.err = err
+
+    def json(self, value: Any) -> None:
+        self.out.write(json.dumps(value) + "\n")
+
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        # Imported here: rich takes a while to import and only tables need it.
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(str(cell) for cell in row))
+        Console(file=self.out, soft_wrap=True).print(table)
+
+    def note(self, text: str) -> None:
+        self.err.write(text + "\n")
+
+
+def _admin(args: argparse.Namespace) -> Admin:
+    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
+
+
+def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
+    with _admin(args) as admin:
+        admin.create_topic(
+            args.topic, args.partitions, args.replication_factor, dict(args.config)
+        )
+    if args.json:
+        output.json(
+            {
+                "topic": args.topic,
+                "partitions": args.partitions,
+                "replication_factor": args.replication_factor,
+                "configs": dict(args.config),
+            }
+        )
+    else:
+        output.out.write(f"created topic {args.topic!r} with {args.partitions} partition(s)\n")
+    return 0
+
+
+def cmd_topics_list(args: argparse.Namespace, output: Output) -> int:
+    with _admin(args) as admin:
+        names = admin.list_topics(include_internal=args.internal)
+    if args.json:
+        output.json(names)
+    else:
+        for name in names:
+            output.out.write(name + "\n")
+    return 0
+
+
+def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
+    with _admin(args) as admin:
+        topics = admin.describe_topics(args.topics or None)
+        tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
+        earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST)) if tps else {}
+        latest = admin.list_offsets(dict.fromkeys(tps, LATEST)) if tps else {}
+    described = [_describe(t, earliest, latest) for t in topics]
+    if args.json:
+        output.json(described)
+        return 0
+    rows = [
+        (
+            t["topic"],
+            p["partition"],
+            p["leader"],
+            ",".join(map(str, p["replicas"])),
+            ",".join(map(str, p["isr"])),
+            p["earliest_offset"],
+            p["latest_offset"],
+        )
+        for t in described
+        for p in t["partitions"]
+    ]
+    columns = ("topic", "partition", "leader", "replicas", "isr", "earliest", "latest")
+    output.table("topics", columns, rows)
+    return 0
+
+
+def _describe(
+    topic: TopicInfo,
+    earliest: dict[TopicPartition, OffsetAndTimestamp],
+    latest: dict[TopicPartition, OffsetAndTimestamp],
+) -> dict[str, Any]:
+    partitions = []
+    for number in sorted(topic.partitions):
+        p = topic.partitions[number]
+        tp = TopicPartition(topic.name, number)
+        partitions.append(
+            {
+                "partition": number,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "earliest_offset": earliest[tp].offset,
+                "latest_offset": latest[tp].offset,
+            }
+        )
+    return {"topic": topic.name, "internal": topic.internal, "partitions": partitions}
+
+
+def cmd_topics_delete(args: argparse.Namespace, output: Output) -> int:
+    with _admin(args) as admin:
+        results = admin.delete_topics(args.topics)
+    failed = {name: error for name, error in results.items() if error is not None}
+    if args.json:
+        output.json({name: (None if e is None else str(e)) for name, e in results.items()})
+    else:
+        for name, error in results.items():
+            if error is None:
+                output.out.write(f"deleted topic {name!r}\n")
+    for error in failed.values():
+        output.note(f"odradek: error: {error}")
+    return 1 if failed else 0
+
+
+def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None = None) -> int:
+    source = stdin if stdin is not None else sys.stdin.buffer
+    separator = None if args.key_separator is None else args.key_separator.encode()
+    sent = failed = 0
+    first_error: list[BaseException] = []
+
+    def count(future: Any) -> None:
+        nonlocal failed
+        error = future.exception()
+        if error is not None:
+            failed += 1
+            if not first_error:
+                first_error.append(error)
+
+    started = time.monotonic()
+    with Producer(
+        args.bootstrap,
+        acks=args.acks,
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+        batch_bytes=args.batch_bytes,
+        max_block_ms=args.api_timeout_ms,
+        delivery_timeout_ms=max(args.api_timeout_ms, 30_000),
+    ) as producer:
+        producer.partitions_for(args.topic)  # fail fast, naming the topic, if it is unusable
+        for number, line in enumerate(source, start=1):
+            value = line[:-1] if line.endswith(b"\n") else line
+            key = None
+            if separator is not None:
+                key, sep, value = value.partition(separator)
+                if not sep:
+                    output.note(f"odradek: error: line {number} has no key separator")
+                    return 1
+            future = producer.send(args.topic, value, key=key, partition=args.partition)
+            future.add_done_callback(count)
+            sent += 1
+        producer.flush()
+    elapsed = max(time.monotonic() - started, 1e-9)
+    acknowledged = sent - failed
+    if args.json:
+        output.json(
+            {
+                "topic": args.topic,
+                "sent": acknowledged,
+                "failed": failed,
+                "seconds": round(elapsed, 3),
+                "msgs_per_s": round(acknowledged / elapsed, 1),
+            }
+        )
+    else:
+        output.note(
+            f"sent {acknowledged} messages to {args.topic!r} in {elapsed:.2f} s "
+            f"({acknowledged / elapsed:,.0f} msgs/s)"
+        )
+    if first_error:
+        output.note(f"odradek: error: {failed} messages failed; first: {first_error[0]}")
+        return 1
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace, output: Output) -> int:
+    if args.offset is not None and args.partition is None:
+        output.note("odradek: error: --offset needs --partition")
+        return 1
+    write = _record_writer(args, output)
+    count = 0
+    with Consumer(
+        args.bootstrap, auto_offset_reset="latest", default_api_timeout_ms=args.api_timeout_ms
+    ) as consumer:
+        partitions = consumer.partitions_for(args.topic)
+        if args.partition is not None:
+            if args.partition not in partitions:
+                output.note(
+                    f"odradek: error: topic {args.topic!r} has no partition {args.partition} "
+                    f"(it has {len(partitions)})"
+                )
+                return 1
+            partitions = [args.partition]
+        tps = [TopicPartition(args.topic, p) for p in partitions]
+        consumer.assign(tps)
+        if args.from_beginning:
+            consumer.seek_to_beginning()
+        elif args.offset is not None:
+            consumer.seek(tps[0], args.offset)
+        else:
+            consumer.seek_to_end()
+        idle_since = time.monotonic()
+        try:
+            while args.max_messages is None or count < args.max_messages:
+                wait = 1000 if args.timeout_ms is None else args.timeout_ms
+                want = None if args.max_messages is None else args.max_messages - count
+                records = consumer.poll(timeout_ms=wait, max_records=want)
+                if records:
+                    for record in records:
+                        write(record)
+                    count += len(records)
+                    output.out.flush()
+                    idle_since = time.monotonic()
+                elif args.timeout_ms is not None and (
+                    time.monotonic() - idle_since >= args.timeout_ms / 1000
+                ):
+                    break
+        except KeyboardInterrupt:
+            pass
+    output.note(f"processed {count} messages")
+    return 0
+
+
+def _record_writer(args: argparse.Namespace, output: Output) -> Callable[[ConsumerRecord], None]:
+    if args.json:
+
+        def write_json(record: ConsumerRecord) -> None:
+            output.json(
+                {
+                    "topic": record.topic,
+                    "partition": record.partition,
+                    "offset": record.offset,
+                    "timestamp": record.timestamp,
+                    "key": _text(record.key),
+                    "value": _text(record.value),
+                }
+            )
+
+        return write_json
+    separator = args.key_separator
+
+    def write_line(record: ConsumerRecord) -> None:
+        value = _text(record.value) or ""
+        if separator is not None:
+            value = f"{_text(record.key) or ''}{separator}{value}"
+        output.out.write(value + "\n")
+
+    return write_line
+
+
+def _text(data: bytes | None) -> str | None:
+    """Bytes as text: UTF-8, with any byte that is not UTF-8 written as a \\xNN escape."""
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+# -------------------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in _PASSTHROUGH:
+        module = _PASSTHROUGH[args_list[0]]
+        rest = args_list[1:]
+        if args_list[0] == "log" and rest[:1] == ["dump"]:
+            rest = rest[1:]  # ``odradek log dump PATH``: the module's own name for itself
+        os.execv(sys.executable, [sys.executable, "-m", module, *rest])
+    args = build_parser().parse_args(args_list)
+    output = Output(sys.stdout, sys.stderr)
+    try:
+        code: int = args.run(args, output)
+        return code
+    except OdradekError as exc:
+        output.note(f"odradek: error: {exc or type(exc).__name__}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as shell tools do.
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""Fetching: turning positions into Fetch requests and Fetch responses into records.
+
+One fetch is in flight per broker at a time, covering every assigned partition it leads that
+has a position and no records still buffered -- so the next chunk is already on its way while
+the caller works through the last one. Responses are decoded when they arrive (inside the
+network poll) and buffered; ``take`` hands records out and moves positions. A response for a
+position that has since moved (a ``seek``) is dropped.
+
+Per partition, a response may
+
+- end in a partial message: dropped, fetched again from the next offset;
+- hold only part of its first message (larger than the fetch size): fetched again with a
+  fetch size big enough for it, up to ``max_partition_fetch_bytes``, else ``RecordTooLargeError``
+  naming the partition and offset;
+- start inside a compressed wrapper (the broker sends whole wrappers): messages before the
+  position are skipped;
+- say OFFSET_OUT_OF_RANGE: the position is reset per ``auto_offset_reset``, or with ``none`` the
+  error is raised from ``poll``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
+from operator import add
+from typing import Any
+
+from client.errors import RecordTooLargeError, partition_error
+from client.future import Future
+from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
+from client.offsets import EARLIEST, LATEST, list_offsets_body, read_list_offsets
+from client.positions import FetchPositions, OffsetReset
+from client.records import ConsumerRecord, TopicPartition
+from protocol.apis import ApiKey
+from protocol.errors import (
+    BrokerError,
+    ErrorCode,
+    MessageFormatError,
+    OffsetOutOfRangeError,
+)
+from protocol.messageset import LOG_OVERHEAD, Message, decode_messages
+
+_new = tuple.__new__
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    min_bytes: int = 1
+    max_wait_ms: int = 500
+    max_bytes: int = 50 * 1024 * 1024  # the whole response
+    partition_bytes: int = 1024 * 1024  # the usual fetch size per partition
+    max_partition_bytes: int = 16 * 1024 * 1024  # the most a single message may need
+    check_crcs: bool = True
+    retry_backoff_ms: int = 100
+
+
+@dataclass
+class _Buffered:
+    """A decoded chunk of one partition, handed out by ``take``."""
+
+    tp: TopicPartition
+    records: list[ConsumerRecord]
+    expected_position: int  # the partition's position if nobody has seeked meanwhile
+    next_offset: int  # its position once every record here is taken
+    taken: int = 0
+
+
+class Fetcher:
+    def __init__(
+        self, metadata: MetadataTracker, positions: FetchPositions, config: FetchConfig
+    ) -> None:
+        self._metadata = metadata
+        self._network = metadata.network
+        self._positions = positions
+        self._config = config
+        self._buffered: deque[_Buffered] = deque()
+        self._fetching_nodes: set[int] = set()
+        self._node_retry_at: dict[int, float] = {}
+        self._fetch_bytes: dict[TopicPartition, int] = {}
+        self._resetting: set[TopicPartition] = set()
+        self._reset_retry_at = 0.0
+        self._errors: deque[BaseException] = deque()
+        self._backoff = config.retry_backoff_ms / 1000
+
+    # --------------------------------------------------------------------------- records
+
+    def raise_error(self) -> None:
+        """Raise the oldest error a fetch or reset ran into (each is raised once)."""
+        if self._errors:
+            raise self._errors.popleft()
+
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` buffered records, in fetch order; positions move past them."""
+        out: list[ConsumerRecord] = []
+        positions = self._positions
+        while self._buffered and len(out) < max_records:
+            chunk = self._buffered[0]
+            tp = chunk.tp
+            if (
+                not positions.is_assigned(tp)
+                or positions.position(tp) != chunk.expected_position
+            ):
+                self._buffered.popleft()  # seeked or unassigned since it was fetched
+                continue
+            want = max_records - len(out)
+            if chunk.taken == 0 and len(chunk.records) <= want:
+                part = chunk.records
+            else:
+                part = chunk.records[chunk.taken : chunk.taken + want]
+            out.extend(part)
+            chunk.taken += len(part)
+            if chunk.taken >= len(chunk.records):
+                self._buffered.popleft()
+                new_position = chunk.next_offset
+            else:
+                new_position = part[-1].offset + 1
+            positions.seek(tp, new_position)
+            chunk.expected_position = new_position
+        return out
+
+    # --------------------------------------------------------------------------- fetches
+
+    def send_fetches(self) -> None:
+        """Send a Fetch to each leader that has none in flight, for its fetchable partitions."""
+        buffered = {c.tp for c in self._buffered}
+        metadata = self._metadata.current
+        now = time.monotonic()
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp in self._positions.fetchable():
+            if tp in buffered:
+                continue
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                self._metadata.request_update()
+                continue
+            if leader in self._fetching_nodes or self._node_retry_at.get(leader, 0.0) > now:
+                continue
+            position = self._positions.position(tp)
+            assert position is not None
+            by_node.setdefault(leader, {})[tp] = position
+        for node, requested in by_node.items():
+            self._send_fetch(node, requested)
+
+    def _send_fetch(self, node: int, requested: dict[TopicPartition, int]) -> None:
+        config = self._config
+        topics: dict[str, list[dict[str, int]]] = {}
+        largest = 0
+        for tp, offset in requested.items():
+            size = self._fetch_bytes.get(tp, config.partition_bytes)
+            largest = max(largest, size)
+            topics.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "fetch_offset": offset, "max_bytes": size}
+            )
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": config.max_wait_ms,
+            "min_bytes": config.min_bytes,
+            "max_bytes": max(config.max_bytes, largest),
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        self._fetching_nodes.add(node)
+        timeout = self._network.request_timeout + config.max_wait_ms / 1000
+        future = self._network.send(node, ApiKey.FETCH, body, timeout=timeout)
+        future.add_done_callback(partial(self._on_fetch, node, requested))
+
+    def _on_fetch(
+        self, node: int, requested: dict[TopicPartition, int], future: Future[dict[str, Any]]
+    ) -> None:
+        self._fetching_nodes.discard(node)
+        error = future.exception()
+        if error is not None:
+            self._node_retry_at[node] = time.monotonic() + self._backoff
+            if getattr(error, "retriable", False):
+                self._metadata.request_update()
+            else:
+                self._errors.append(error)
+            return
+        for topic in future.value["topics"]:
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["name"], p["partition"])
+                offset = requested.get(tp)
+                if (
+                    offset is None
+                    or not self._positions.is_assigned(tp)
+                    or self._positions.position(tp) != offset
+                ):
+                    continue  # not asked for, or seeked while the fetch was out
+                self._handle_partition(tp, offset, p)
+
+    def _handle_partition(self, tp: TopicPartition, offset: int, result: dict[str, Any]) -> None:
+        code = result["error_code"]
+        state = self._positions.state(tp)
+        state.high_watermark = result["high_watermark"]
+        state.log_start_offset = result["log_start_offset"]
+        if code == ErrorCode.NONE:
+            self._handle_records(tp, offset, result["records"])
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(tp, offset, state.log_start_offset, state.high_watermark)
+        elif code in STALE_METADATA_ERRORS:
+            self._metadata.request_update()
+        else:
+            self._errors.append(partition_error(f"{tp} fetch at offset {offset}", code))
+
+    def _out_of_range(self, tp: TopicPartition, offset: int, start: int, end: int) -> None:
+        reset = self._positions.default_reset
+        if reset is OffsetReset.NONE:
+            self._errors.append(
+                OffsetOutOfRangeError(
+                    f"{tp}: offset {offset} is out of range [{start}, {end}] and "
+                    "auto_offset_reset is none"
+                )
+            )
+        else:
+            self._positions.request_reset(tp, reset)
+
+    def _handle_records(self, tp: TopicPartition, offset: int, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            messages, whole = decode_messages(data, verify_crc=self._config.check_crcs)
+        except MessageFormatError as exc:
+            self._errors.append(type(exc)(f"{tp}: {exc}", offset=exc.offset, position=exc.position))
+            return
+        if whole == 0:
+            self._grow_fetch(tp, offset, data)
+            return
+        self._fetch_bytes.pop(tp, None)
+        next_offset = max(offset, messages[-1].offset + 1) if messages else offset
+        if messages and messages[0].offset < offset:
+            messages = [m for m in messages if m.offset >= offset]
+        self._buffered.append(
+            _Buffered(tp, _to_records(tp, messages), offset, next_offset)
+        )
+
+    def _grow_fetch(self, tp: TopicPartition, offset: int, data: bytes) -> None:
+        """The first message did not fit in the fetch: ask for enough to hold it."""
+        current = self._fetch_bytes.get(tp, self._config.partition_bytes)
+        if len(data) >= LOG_OVERHEAD:
+            needed = LOG_OVERHEAD + int.from_bytes(data[8:12], "big", signed=True)
+        else:
+            needed = current * 2
+        limit = self._config.max_partition_bytes
+        if needed > limit:
+            self._errors.append(RecordTooLargeError(tp.topic, tp.partition, offset, needed, limit))
+            return
+        self._fetch_bytes[tp] = max(current, needed)
+
+    # ---------------------------------------------------------------------------- resets
+
+    def send_resets(self) -> None:
+        """Look up positions for partitions that need one (ListOffsets to their leaders)."""
+        now = time.monotonic()
+        if now < self._reset_retry_at:
+            return
+        wanted = {
+            tp: reset
+            for tp, reset in self._positions.awaiting_reset().items()
+            if tp not in self._resetting
+        }
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp, reset in wanted.items():
+            leader = self._metadata.current.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                self._metadata.request_update()
+                continue
+            when = EARLIEST if reset is OffsetReset.EARLIEST else LATEST
+            by_node.setdefault(leader, {})[tp] = when
+        for node, specs in by_node.items():
+            self._resetting.update(specs)
+            future = self._network.send(node, ApiKey.LIST_OFFSETS, list_offsets_body(specs))
+            future.add_done_callback(partial(self._on_reset, specs))
+
+    def _on_reset(self, specs: dict[TopicPartition, int], future: Future[dict[str, Any]]) -> None:
+        self._resetting.difference_update(specs)
+        error = future.exception()
+        if error is not None:
+            self._reset_retry_at = time.monotonic() + self._backoff
+            if not getattr(error, "retriable", False):
+                self._errors.append(error)
+            return
+        for tp, answer in read_list_offsets(future.value).items():
+            when = specs.get(tp)
+            if when is None or not self._positions.is_assigned(tp):
+                continue
+            state = self._positions.state(tp)
+            wanted = state.reset or self._positions.default_reset
+            if state.position is not None or when != (
+                EARLIEST if wanted is OffsetReset.EARLIEST else LATEST
+            ):
+                continue  # seeked, or asked to reset elsewhere, meanwhile
+            if isinstance(answer, BrokerError):
+                self._reset_retry_at = time.monotonic() + self._backoff
+                if answer.code in STALE_METADATA_ERRORS:
+                    self._metadata.request_update()
+                elif not answer.retriable:
+                    self._errors.append(answer)
+                continue
+            self._positions.seek(tp, answer.offset)
+
+
+def _to_records(tp: TopicPartition, messages: list[Message]) -> list[ConsumerRecord]:
+    """``(topic, partition) + message`` for each message, all in C."""
+    return list(map(_new, repeat(ConsumerRecord), map(add, repeat(tuple(tp)), messages)))
+

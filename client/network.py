@@ -1,0 +1,397 @@
+"""Sockets to brokers, driven by one ``selectors`` loop in the caller's thread.
+
+``NetworkClient`` keeps one non-blocking connection per broker node. ``send`` queues a request on
+a node's connection (connecting first if needed) and returns a ``Future`` of the validated
+response body; ``poll(timeout)`` moves bytes both ways and completes futures -- their callbacks
+run inside ``poll``. Nothing happens between calls: no thread runs behind the caller.
+
+Failures are per connection: a refused connect, a reset, an undecodable stream or a request past
+its deadline closes that connection, fails every request queued on it with a retriable error
+(``BrokerConnectionError`` or ``ClientTimeoutError``), and the node may be reconnected after an
+exponential backoff. Other connections carry on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import selectors
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from client.connection import BrokerConnection
+from client.errors import (
+    BrokerConnectionError,
+    ClientTimeoutError,
+    IllegalStateError,
+    NoBrokersAvailableError,
+)
+from client.future import Future
+from protocol.apis import ApiKey
+from protocol.errors import ProtocolError
+from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+_RECV_BYTES = 1 << 20
+_SEND_BYTES = 4 << 20  # write at most this much per send() call, so huge buffers are not copied
+
+
+class ConnectionState(Enum):
+    DISCONNECTED = "disconnected"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+
+
+# Every move a node connection may make; anything else is a bug, raised with both states.
+_MOVES: dict[ConnectionState, frozenset[ConnectionState]] = {
+    ConnectionState.DISCONNECTED: frozenset({ConnectionState.CONNECTING}),
+    ConnectionState.CONNECTING: frozenset(
+        {ConnectionState.CONNECTED, ConnectionState.DISCONNECTED}
+    ),
+    ConnectionState.CONNECTED: frozenset({ConnectionState.DISCONNECTED}),
+}
+
+
+def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` or a list of ``"host:port"`` -> ``[(host, port), ...]``."""
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    addresses = []
+    for item in (i.strip() for i in items):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap address {item!r} is not HOST:PORT")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ValueError("bootstrap needs at least one HOST:PORT")
+    return addresses
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: Future[dict[str, Any]]
+    deadline: float
+    api_key: ApiKey
+
+
+class NodeConnection:
+    """One broker's socket, its sans-IO ``BrokerConnection`` and the requests waiting on it."""
+
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, max_frame: int) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.state = ConnectionState.DISCONNECTED
+        self.sock: socket.socket | None = None
+        self.failures = 0  # consecutive failed connections, for the backoff
+        self.retry_at = 0.0  # monotonic time before which no reconnect is tried
+        self._client_id = client_id
+        self._max_frame = max_frame
+        self.protocol = BrokerConnection(client_id, max_frame_bytes=max_frame)
+        self.pending: dict[int, _Pending] = {}  # by correlation id, oldest first
+        self.out = bytearray()
+        self.queued_bytes = 0  # bytes ever handed to ``out`` on this socket
+        self.written_bytes = 0  # bytes ever written to the socket
+        # Futures of requests with no response (acks=0): done once their last byte is written.
+        self.unanswered: deque[tuple[int, Future[dict[str, Any]]]] = deque()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def move(self, to: ConnectionState) -> None:
+        if to not in _MOVES[self.state]:
+            raise IllegalStateError(f"node {self.node_id}: cannot move {self.state} -> {to}")
+        self.state = to
+
+    def reset_protocol(self) -> None:
+        self.protocol = BrokerConnection(self._client_id, max_frame_bytes=self._max_frame)
+        self.out = bytearray()
+        self.queued_bytes = self.written_bytes = 0
+
+    def take_outgoing(self) -> None:
+        data = self.protocol.data_to_send()
+        if data:
+            self.out += data
+            self.queued_bytes += len(data)
+
+    def has_work(self) -> bool:
+        return bool(self.pending or self.unanswered)
+
+
+class NetworkClient:
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str],
+        *,
+        client_id: str = "odradek",
+        request_timeout_ms: int = 30_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1_000,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self._backoff = reconnect_backoff_ms / 1000
+        self._backoff_max = reconnect_backoff_max_ms / 1000
+        self._max_frame = max_frame_bytes
+        self._clock = clock
+        self._selector = selectors.DefaultSelector()
+        self._nodes: dict[int, NodeConnection] = {}
+        # Bootstrap addresses get negative ids until metadata names the real brokers.
+        for i, (host, port) in enumerate(parse_bootstrap(bootstrap)):
+            self._add_node(-1 - i, host, port)
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ nodes
+
+    def _add_node(self, node_id: int, host: str, port: int) -> None:
+        self._nodes[node_id] = NodeConnection(node_id, host, port, self.client_id, self._max_frame)
+
+    def set_brokers(self, brokers: dict[int, tuple[str, int]]) -> None:
+        """Learn the brokers metadata named; a broker whose address changed is reconnected."""
+        for node_id, (host, port) in brokers.items():
+            node = self._nodes.get(node_id)
+            if node is not None and (node.host, node.port) != (host, port):
+                self._close_node(node, BrokerConnectionError(f"node {node_id} moved"))
+                del self._nodes[node_id]
+                node = None
+            if node is None:
+                self._add_node(node_id, host, port)
+
+    def in_flight(self, node_id: int) -> int:
+        node = self._nodes.get(node_id)
+        return 0 if node is None else len(node.pending) + len(node.unanswered)
+
+    def least_loaded_node(self) -> int:
+        """A node to ask for metadata: connected with the fewest requests waiting, else one that
+        may be (re)connected now, else the one whose backoff ends first. Real brokers are
+        preferred to bootstrap addresses."""
+        if not self._nodes:
+            raise NoBrokersAvailableError("no broker addresses are known")
+        now = self._clock()
+
+        def rank(node: NodeConnection) -> tuple[int, float, int, int]:
+            connected = node.state is ConnectionState.CONNECTED
+            usable = connected or node.state is ConnectionState.CONNECTING or node.retry_at <= now
+            return (
+                0 if connected else 1 if usable else 2,
+                0.0 if usable else node.retry_at,
+                0 if node.node_id >= 0 else 1,
+                len(node.pending),
+            )
+
+        return min(self._nodes.values(), key=rank).node_id
+
+    # ----------------------------------------------------------------------------- requests
+
+    def send(
+        self,
+        node_id: int,
+        api_key: ApiKey,
+        body: dict[str, Any],
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> Future[dict[str, Any]]:
+        """Queue a request for ``node_id``; the future resolves to its validated response body
+        (``{}`` for a request with no response, once written). Written as far as the socket
+        takes it at once; the rest goes out in ``poll``."""
+        if self._closed:
+            raise IllegalStateError("network client is closed")
+        node = self._nodes.get(node_id)
+        future: Future[dict[str, Any]] = Future(self.poll)
+        if node is None:
+            future.fail(BrokerConnectionError(f"node {node_id} is not known"))
+            return future
+        correlation_id = node.protocol.send_request(api_key, body, expect_response=expect_response)
+        node.take_outgoing()
+        if expect_response:
+            deadline = self._clock() + (self.request_timeout if timeout is None else timeout)
+            node.pending[correlation_id] = _Pending(future, deadline, api_key)
+        else:
+            node.unanswered.append((node.queued_bytes, future))
+        if node.state is ConnectionState.DISCONNECTED:
+            if node.retry_at <= self._clock():
+                self._connect(node)
+        elif node.state is ConnectionState.CONNECTED:
+            self._write(node)
+        return future
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Wait up to ``timeout`` seconds for socket events; handle them; expire requests."""
+        now = self._clock()
+        wake = now + max(timeout, 0.0)
+        for node in list(self._nodes.values()):
+            if node.state is ConnectionState.DISCONNECTED and node.has_work():
+                if node.retry_at <= now:
+                    self._connect(node)
+                else:
+                    wake = min(wake, node.retry_at)
+            for pending in node.pending.values():
+                wake = min(wake, pending.deadline)
+        wait = max(0.0, wake - self._clock())
+        if self._selector.get_map():
+            events = self._selector.select(wait)
+        else:
+            time.sleep(wait)  # nothing to watch: the caller asked to wait, so wait
+            events = []
+        for key, mask in events:
+            node = key.data
+            if node.sock is not key.fileobj:
+                continue  # closed by an earlier event in this batch
+            if node.state is ConnectionState.CONNECTING:
+                self._finish_connect(node)
+                continue
+            if mask & selectors.EVENT_WRITE:
+                self._write(node)
+            if mask & selectors.EVENT_READ and node.state is ConnectionState.CONNECTED:
+                self._read(node)
+        self._expire(self._clock())
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for node in self._nodes.values():
+            self._close_node(node, BrokerConnectionError("client closed"))
+        self._selector.close()
+
+    def flush_writes(self, timeout: float) -> None:
+        """Drive I/O until every queued byte is written (acks=0 requests), or the timeout."""
+        deadline = self._clock() + timeout
+        while any(n.unanswered for n in self._nodes.values()):
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return
+            self.poll(remaining)
+
+    # ------------------------------------------------------------------------------ sockets
+
+    def _connect(self, node: NodeConnection) -> None:
+        node.move(ConnectionState.CONNECTING)
+        try:
+            infos = socket.getaddrinfo(node.host, node.port, type=socket.SOCK_STREAM)
+            family, kind, proto, _, sockaddr = infos[0]
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:
+            self._fail_connect(node, exc)
+            return
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        node.sock = sock
+        code = sock.connect_ex(sockaddr)
+        if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            self._fail_connect(node, OSError(code, os.strerror(code)))
+            return
+        self._selector.register(sock, selectors.EVENT_WRITE, node)
+
+    def _finish_connect(self, node: NodeConnection) -> None:
+        assert node.sock is not None
+        code = node.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            self._fail_connect(node, OSError(code, os.strerror(code)))
+            return
+        node.move(ConnectionState.CONNECTED)
+        node.failures = 0
+        self._write(node)
+
+    def _fail_connect(self, node: NodeConnection, exc: OSError) -> None:
+        node.failures += 1
+        self._close_node(
+            node, BrokerConnectionError(f"cannot connect to {node.address}: {exc.strerror or exc}")
+        )
+
+    def _write(self, node: NodeConnection) -> None:
+        sock = node.sock
+        assert sock is not None
+        while node.out:
+            try:
+                sent = sock.send(memoryview(node.out)[:_SEND_BYTES])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
+                return
+            del node.out[:sent]
+            node.written_bytes += sent
+        while node.unanswered and node.unanswered[0][0] <= node.written_bytes:
+            node.unanswered.popleft()[1].succeed({})
+        self._watch(node)
+
+    def _read(self, node: NodeConnection) -> None:
+        sock = node.sock
+        assert sock is not None
+        while True:
+            try:
+                data = sock.recv(_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
+                return
+            if not data:
+                closed = BrokerConnectionError(f"{node.address} closed the connection")
+                self._close_node(node, closed)
+                return
+            try:
+                responses = node.protocol.receive_data(data)
+            except ProtocolError as exc:
+                self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
+                return
+            for response in responses:
+                if node.sock is not sock:
+                    return  # a callback closed the connection; its requests were failed
+                pending = node.pending.pop(response.correlation_id)
+                if response.error is None:
+                    assert response.body is not None
+                    pending.future.succeed(response.body)
+                else:
+                    pending.future.fail(response.error)
+            if node.sock is not sock or len(data) < _RECV_BYTES:
+                return
+
+    def _watch(self, node: NodeConnection) -> None:
+        if node.sock is None:
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if node.out else 0)
+        if self._selector.get_key(node.sock).events != events:
+            self._selector.modify(node.sock, events, node)
+
+    def _expire(self, now: float) -> None:
+        for node in list(self._nodes.values()):
+            expired = [c for c, p in node.pending.items() if p.deadline <= now]
+            if not expired:
+                continue
+            for correlation_id in expired:
+                pending = node.pending.pop(correlation_id)
+                pending.future.fail(
+                    ClientTimeoutError(
+                        f"{pending.api_key.name} to {node.address} got no response in time"
+                    )
+                )
+            # Responses come in order: the connection cannot skip the lost ones.
+            self._close_node(node, BrokerConnectionError(f"{node.address} timed out"))
+
+    def _close_node(self, node: NodeConnection, error: BaseException) -> None:
+        """Close the socket and fail everything queued on it. Safe to call in any state."""
+        if node.sock is not None:
+            with contextlib.suppress(KeyError):  # a failed connect_ex never registered it
+                self._selector.unregister(node.sock)
+            node.sock.close()
+            node.sock = None
+        if node.state is not ConnectionState.DISCONNECTED:
+            node.move(ConnectionState.DISCONNECTED)
+        delay = min(self._backoff * 2 ** max(node.failures - 1, 0), self._backoff_max)
+        node.retry_at = self._clock() + (delay if node.failures else 0.0)
+        pending = [p.future for p in node.pending.values()] + [f for _, f in node.unanswered]
+        node.pending = {}
+        node.unanswered.clear()
+        node.reset_protocol()
+        for future in pending:
+            future.fail(error)

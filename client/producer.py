@@ -1,0 +1,428 @@
+"""``Producer``: batches messages per partition and sends them to partition leaders.
+
+Single-threaded: there is no background sender. Batches go out only inside the producer's own
+calls, so it is worth knowing exactly which:
+
+- ``send()`` appends the message to its partition's open batch. When the message starts a new
+  batch (the last one was full or already sent), or a millisecond has passed since the producer
+  last did I/O, it also writes every *sendable* batch (full, or ``linger_ms`` old -- with the
+  default ``linger_ms=0`` that is at once) and reads the responses that have arrived, settling
+  their futures.
+- ``poll(timeout)`` does the same, waiting up to ``timeout`` seconds for responses and for
+  lingering batches to come due (returning at once when nothing is queued or in flight).
+- ``flush(timeout)`` sends every batch at once, linger or not, and waits for all answers.
+- ``future.result(timeout)`` drives I/O until that message is acknowledged.
+- ``close(timeout)`` flushes, then closes the sockets.
+
+So a program that sends with ``linger_ms > 0`` and then stops calling the producer leaves its
+last batch unsent until the next call: end with ``flush()`` or ``close()`` (the context manager
+does).
+
+Ordering: at most one produce request per partition is in flight, and a failed batch goes back
+to the head of its partition's queue, so each partition receives messages in ``send`` order even
+when requests are retried. A retry after a lost response may store a batch twice (the first copy
+was written but not acknowledged); an acknowledged offset always holds its message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from time import time_ns as _time_ns
+from types import TracebackType
+from typing import Any
+
+from client.accumulator import RecordAccumulator
+from client.batch import ProducerBatch, RecordFuture
+from client.errors import ClientTimeoutError, ConfigError, IllegalStateError, partition_error
+from client.future import Future
+from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
+from client.network import NetworkClient
+from client.partitioner import DefaultPartitioner, Partitioner
+from client.records import TopicPartition
+from protocol.apis import ApiKey
+from protocol.compression import Codec
+from protocol.errors import (
+    MessageTooLargeError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from protocol.messageset import HEADER_V1
+
+log = logging.getLogger("odradek.producer")
+
+_IO_INTERVAL = 0.001  # send() reads responses at least this often (seconds)
+
+
+def parse_acks(acks: int | str) -> int:
+    """``0``, ``1``, ``-1`` or ``"all"`` (the same as -1)."""
+    if acks in ("all", "-1", -1):
+        return -1
+    if acks in (0, 1, "0", "1"):
+        return int(acks)
+    raise ConfigError(f"acks={acks!r} is invalid; use 0, 1 or all")
+
+
+class Producer:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "odradek-producer",
+        acks: int | str = 1,
+        compression: str | Codec = Codec.NONE,
+        linger_ms: float = 0,
+        batch_bytes: int = 16_384,
+        buffer_bytes: int = 32 * 1024 * 1024,
+        max_request_bytes: int = 1024 * 1024,
+        retries: int = 2**31 - 1,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30_000,
+        delivery_timeout_ms: int = 120_000,
+        max_block_ms: int = 60_000,
+        max_in_flight_requests_per_connection: int = 5,
+        metadata_max_age_ms: int = 300_000,
+        partitioner: Partitioner | None = None,
+    ) -> None:
+        self.acks = parse_acks(acks)
+        try:
+            self.codec = Codec.parse(compression)
+        except ValueError as exc:
+            raise ConfigError(f"compression: {exc}") from None
+        for name, value, low in (
+            ("linger_ms", linger_ms, 0),
+            ("batch_bytes", batch_bytes, 1),
+            ("buffer_bytes", buffer_bytes, 1),
+            ("max_request_bytes", max_request_bytes, 1),
+            ("retries", retries, 0),
+            ("retry_backoff_ms", retry_backoff_ms, 0),
+            ("request_timeout_ms", request_timeout_ms, 1),
+            ("delivery_timeout_ms", delivery_timeout_ms, 1),
+            ("max_block_ms", max_block_ms, 0),
+            ("max_in_flight_requests_per_connection", max_in_flight_requests_per_connection, 1),
+        ):
+            if value < low:
+                raise ConfigError(f"{name}={value} is invalid; it must be at least {low}")
+        self.retries = retries
+        self._backoff = retry_backoff_ms / 1000
+        self._request_timeout_ms = request_timeout_ms
+        self._delivery_timeout = delivery_timeout_ms / 1000
+        self._max_block = max_block_ms / 1000
+        self._max_request_bytes = max_request_bytes
+        self._buffer_bytes = buffer_bytes
+        self._max_in_flight = max_in_flight_requests_per_connection
+        self._clock = time.monotonic
+        try:
+            self._network = NetworkClient(
+                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bootstrap: {exc}") from None
+        self._metadata = MetadataTracker(
+            self._network,
+            allow_auto_topic_creation=True,
+            metadata_max_age_ms=metadata_max_age_ms,
+            retry_backoff_ms=retry_backoff_ms,
+        )
+        self._accumulator = RecordAccumulator(
+            batch_bytes=batch_bytes, linger_ms=linger_ms, drive=self.poll
+        )
+        default = DefaultPartitioner()
+        self._sticky = default if partitioner is None else None
+        self._partitioner: Partitioner = partitioner or default
+        self._topics: dict[str, _KnownTopic] = {}
+        self._busy: set[TopicPartition] = set()  # partitions with a request in flight
+        self._flushing = 0
+        self._next_io = 0.0
+        self._closed = False
+
+    # ------------------------------------------------------------------------------ public
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordFuture:
+        """Queue one message; the future resolves to ``RecordMetadata(topic, partition,
+        offset)`` or raises the typed error. Blocks only to learn an unknown topic's partitions
+        or while ``buffer_bytes`` are already waiting (each at most ``max_block_ms``)."""
+        # The hot path of the producer: keep per-message work to a few dict and list operations.
+        if value is not None and type(value) is not bytes:
+            value = _as_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            key = _as_bytes(key, "key")
+        known = self._topics.get(topic)
+        if known is None or known.version != self._metadata.updates:
+            known = self._learn_topic(topic)
+        size = HEADER_V1 + (len(key) if key else 0) + (len(value) if value else 0)
+        if size > self._max_request_bytes:
+            raise MessageTooLargeError(
+                f"message of {size} bytes for topic {topic!r} exceeds "
+                f"max_request_bytes={self._max_request_bytes}"
+            )
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        accumulator = self._accumulator
+        if accumulator.buffered_bytes + size > self._buffer_bytes:
+            self._wait_for_room(size)
+        now = self._clock()
+        sticky = self._sticky
+        if partition is None and key is None and sticky is not None:
+            # Null keys stay on their partition while its open batch has room (partitioner.py).
+            tp = known.tps[sticky(topic, None, known.partitions)]
+            batch = accumulator.append_if_room(tp, None, value, timestamp, size)
+            if batch is None:
+                sticky.batch_closed(topic, tp.partition, known.partitions)
+                tp = known.tps[sticky(topic, None, known.partitions)]
+                batch = accumulator.append(tp, None, value, timestamp, size, now)
+        else:
+            if partition is None:
+                partition = self._partitioner(topic, key, known.partitions)
+            found = known.tps.get(partition)
+            if found is None:
+                raise UnknownTopicOrPartitionError(
+                    f"{topic}-{partition}: topic {topic!r} has partitions "
+                    f"0..{len(known.tps) - 1}"
+                )
+            batch = accumulator.append(found, key, value, timestamp, size, now)
+        index = len(batch.records) - 1
+        # A new batch means the one before it is full or already sent: time to send and read.
+        if index == 0 or now >= self._next_io:
+            self._run_once(0.0)
+        return RecordFuture(batch, index)
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Send what is due, read responses (settling futures), waiting up to ``timeout`` s."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        self._run_once(timeout)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until every request is answered (or failed).
+        Raises ``ClientTimeoutError`` if that takes longer than ``timeout`` seconds."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        deadline = None if timeout is None else self._clock() + timeout
+        self._flushing += 1
+        try:
+            while self._accumulator.queued_batches() or self._busy:
+                remaining = 1.0 if deadline is None else deadline - self._clock()
+                if remaining <= 0:
+                    raise ClientTimeoutError(
+                        f"flush: {self._accumulator.queued_batches()} batches queued and "
+                        f"{len(self._busy)} partitions in flight after {timeout} s"
+                    )
+                self._run_once(min(remaining, 1.0))
+        finally:
+            self._flushing -= 1
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions (blocks up to ``max_block_ms`` for metadata)."""
+        return list(self._learn_topic(topic).partitions)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush for up to ``timeout`` seconds, then close. Messages still unsent fail with
+        ``IllegalStateError``."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        except ClientTimeoutError:
+            log.warning("closing with unsent messages", extra={"timeout": timeout})
+        finally:
+            self._closed = True
+            closed = IllegalStateError("producer closed before the message was acknowledged")
+            aborted = self._accumulator.abort_all()
+            self._settle_failed(aborted, closed)
+            self._network.flush_writes(1.0 if timeout is None else max(timeout, 0.0))
+            self._network.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------------------- internals
+
+    def _learn_topic(self, topic: str) -> _KnownTopic:
+        """The topic's partitions as of the latest metadata (waiting for it if unknown)."""
+        if self._closed:
+            raise IllegalStateError("producer is closed")
+        partitions = self._metadata.current.partitions_for(topic)
+        if partitions is None:
+            self._metadata.wait_for_topic(topic, self._max_block)
+            partitions = self._metadata.current.partitions_for(topic)
+            assert partitions is not None
+        known = _KnownTopic(
+            self._metadata.updates, partitions, {p: TopicPartition(topic, p) for p in partitions}
+        )
+        self._topics[topic] = known
+        return known
+
+    def _wait_for_room(self, size: int) -> None:
+        deadline = self._clock() + self._max_block
+        while self._accumulator.buffered_bytes + size > self._buffer_bytes:
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise ClientTimeoutError(
+                    f"buffer_bytes={self._buffer_bytes} still full after max_block_ms"
+                )
+            self._flushing += 1  # a full buffer is no time to linger
+            try:
+                self._run_once(min(remaining, 0.1))
+            finally:
+                self._flushing -= 1
+
+    def _run_once(self, timeout: float) -> None:
+        now = self._clock()
+        self._metadata.poll()
+        self._expire(now)
+        self._send_sendable(now)
+        if not self._busy and not self._accumulator.queued_batches():
+            wait = 0.0  # nothing is queued or awaits an answer: no reason to wait
+        else:
+            due = self._accumulator.next_deadline(self._busy)
+            wait = timeout if due is None else min(timeout, max(due - now, 0.0))
+        self._network.poll(wait)
+        self._send_sendable(self._clock())
+        self._next_io = self._clock() + _IO_INTERVAL
+
+    def _expire(self, now: float) -> None:
+        expired = self._accumulator.expired(now, self._delivery_timeout)
+        for batch in expired:
+            self._settle_failed(
+                [batch],
+                ClientTimeoutError(
+                    f"{batch.tp}: not acknowledged within delivery_timeout_ms="
+                    f"{int(self._delivery_timeout * 1000)}"
+                ),
+            )
+
+    def _send_sendable(self, now: float) -> None:
+        ready = self._accumulator.sendable(
+            now, flushing=self._flushing > 0, busy=self._busy
+        )
+        if not ready:
+            return
+        by_node: dict[int, list[TopicPartition]] = {}
+        metadata = self._metadata.current
+        for tp in ready:
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                self._metadata.request_update()
+                continue
+            by_node.setdefault(leader, []).append(tp)
+        for node, tps in by_node.items():
+            if self._network.in_flight(node) < self._max_in_flight:
+                self._send_produce(node, tps, now)
+
+    def _send_produce(self, node: int, tps: list[TopicPartition], now: float) -> None:
+        budget = self._max_request_bytes
+        drained: dict[TopicPartition, list[ProducerBatch]] = {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in tps:
+            if budget <= 0:
+                break
+            batches = self._accumulator.drain(tp, budget, now, flushing=self._flushing > 0)
+            drained[tp] = batches
+            records = b"".join(b.encode(self.codec) for b in batches)
+            budget -= len(records)
+            for b in batches:
+                b.attempts += 1
+            topics.setdefault(tp.topic, []).append({"partition": tp.partition, "records": records})
+        self._busy.update(drained)
+        body = {
+            "acks": self.acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        future = self._network.send(
+            node,
+            ApiKey.PRODUCE,
+            body,
+            expect_response=self.acks != 0,
+            # The broker itself waits up to timeout_ms for acks=all: leave it room to answer.
+            timeout=self._request_timeout_ms / 1000 * 1.25,
+        )
+        future.add_done_callback(partial(self._on_response, drained))
+
+    def _on_response(
+        self, drained: dict[TopicPartition, list[ProducerBatch]], future: Future[dict[str, Any]]
+    ) -> None:
+        self._busy.difference_update(drained)
+        error = future.exception()
+        if error is not None:
+            self._metadata.request_update()
+            for batches in drained.values():
+                self._retry_or_fail(batches, error)
+            return
+        if self.acks == 0:
+            for batches in drained.values():
+                self._settle_ok(batches, -1)
+            return
+        results = {
+            (t["name"], p["partition"]): p for t in future.value["topics"] for p in t["partitions"]
+        }
+        for tp, batches in drained.items():
+            result = results.get(tp)
+            if result is None:
+                self._settle_failed(batches, UnknownServerError(f"{tp}: missing from the response"))
+                continue
+            code = result["error_code"]
+            if code == 0:
+                self._settle_ok(batches, result["base_offset"])
+                continue
+            error = partition_error(tp, code, result["error_message"])
+            if code in STALE_METADATA_ERRORS:
+                self._metadata.request_update()
+            self._retry_or_fail(batches, error)
+
+    def _retry_or_fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
+        now = self._clock()
+        first = batches[0]
+        if (
+            not self._closed
+            and getattr(error, "retriable", False)
+            and first.attempts <= self.retries
+            and now - first.created < self._delivery_timeout
+        ):
+            self._accumulator.reenqueue(batches, now + self._backoff)
+        else:
+            self._settle_failed(batches, error)
+
+    def _settle_ok(self, batches: list[ProducerBatch], base_offset: int) -> None:
+        self._accumulator.release(batches)
+        for batch in batches:
+            batch.complete(base_offset)
+            if base_offset >= 0:
+                base_offset += len(batch.records)
+
+    def _settle_failed(self, batches: list[ProducerBatch], error: BaseException) -> None:
+        self._accumulator.release(batches)
+        for batch in batches:
+            batch.fail(error)
+
+
+@dataclass(frozen=True, slots=True)
+class _KnownTopic:
+    version: int  # the metadata update it was read from
+    partitions: list[int]
+    tps: dict[int, TopicPartition]
+
+
+def _as_bytes(data: object, what: str) -> bytes:
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"{what} must be bytes or None, not {type(data).__name__}")

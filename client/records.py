@@ -1,0 +1,37 @@
+"""The small value types the clients hand to and take from their users."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class ConsumerRecord(NamedTuple):
+    """One message as ``Consumer.poll`` returns it. ``timestamp_type`` is 0 for create time and
+    1 for log-append time. The fields after ``partition`` are those of
+    ``protocol.messageset.Message``, in its order, so a record is built from a decoded message
+    with one tuple concatenation (kafka-python's ConsumerRecord has the same order)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged message was stored: what a producer future resolves to. With
+    ``acks=0`` the broker answers nothing, so ``offset`` is -1."""
+
+    topic: str
+    partition: int
+    offset: int

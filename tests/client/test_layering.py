@@ -1,0 +1,23 @@
+"""client/ imports protocol/ only among the project's packages, and starts no threads."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CLIENT = Path(__file__).resolve().parents[2] / "client"
+FORBIDDEN = {"broker", "coordinator", "pipeline", "tests", "benchmarks", "threading", "trio"}
+
+
+@pytest.mark.parametrize("path", sorted(CLIENT.glob("*.py")), ids=lambda p: p.name)
+def test_client_modules_import_no_server_side_package(path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    assert not imported & FORBIDDEN

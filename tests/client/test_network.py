@@ -1,0 +1,146 @@
+"""The socket layer: connection failures, broken streams and timeouts stay per connection.
+
+The "broker" here is a listening socket the test serves by hand, in the test's own thread: the
+client connects without blocking, so the test can accept and answer between client polls."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from client.errors import BrokerConnectionError, ClientTimeoutError
+from client.future import Future
+from client.network import NetworkClient, parse_bootstrap
+from protocol.apis import ApiKey
+from protocol.framing import FrameDecoder
+from protocol.wire import decode_request, encode_response
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(5)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def drive(client: NetworkClient, future: Future, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not future.done():
+        assert time.monotonic() < deadline, "future not done in time"
+        client.poll(0.05)
+
+
+def read_request(conn: socket.socket) -> int:
+    """Read one request frame; return its correlation id."""
+    decoder = FrameDecoder()
+    while (payload := decoder.next_frame()) is None:
+        decoder.receive_data(conn.recv(65536))
+    return decode_request(payload).header.correlation_id
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("h:1", [("h", 1)]),
+        ("a:9092, b:9093", [("a", 9092), ("b", 9093)]),
+        (["[::1]:9092"], [("::1", 9092)]),
+    ],
+)
+def test_parse_bootstrap(text, expected) -> None:
+    assert parse_bootstrap(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "host", "host:", ":9092", "h:0", "h:99999", "h:x"])
+def test_parse_bootstrap_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_bootstrap(text)
+
+
+def test_a_refused_connection_fails_the_request_with_the_address() -> None:
+    port = free_port()
+    client = NetworkClient(f"127.0.0.1:{port}")
+    try:
+        future = client.send(-1, ApiKey.API_VERSIONS, {})
+        drive(client, future)
+        error = future.exception()
+        assert isinstance(error, BrokerConnectionError)
+        assert f"cannot connect to 127.0.0.1:{port}" in str(error)
+        assert error.retriable
+    finally:
+        client.close()
+
+
+def test_a_garbled_stream_fails_its_requests_and_the_node_reconnects(
+    listener: socket.socket,
+) -> None:
+    client = NetworkClient(f"127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        future = client.send(-1, ApiKey.API_VERSIONS, {})
+        client.poll(0)
+        conn, _ = listener.accept()
+        with conn:
+            read_request(conn)
+            conn.sendall(b"\x00\x00\x00\x02\xc1\xc1")  # a frame that is not msgpack
+            drive(client, future)
+        assert isinstance(future.exception(), BrokerConnectionError)
+        again = client.send(-1, ApiKey.API_VERSIONS, {})
+        client.poll(0)
+        conn, _ = listener.accept()
+        with conn:
+            cid = read_request(conn)
+            conn.sendall(encode_response(cid, {"error_code": 0, "apis": []}))
+            drive(client, again)
+        assert again.result() == {"error_code": 0, "apis": []}
+    finally:
+        client.close()
+
+
+def test_a_request_past_its_deadline_times_out_and_closes_the_connection(
+    listener: socket.socket,
+) -> None:
+    client = NetworkClient(f"127.0.0.1:{listener.getsockname()[1]}", request_timeout_ms=100)
+    try:
+        future = client.send(-1, ApiKey.API_VERSIONS, {})
+        client.poll(0)
+        conn, _ = listener.accept()
+        with conn:
+            read_request(conn)
+            drive(client, future)
+            assert isinstance(future.exception(), ClientTimeoutError)
+            assert conn.recv(10) == b""  # the client closed its end
+    finally:
+        client.close()
+
+
+def test_a_request_without_response_completes_once_written(listener: socket.socket) -> None:
+    client = NetworkClient(f"127.0.0.1:{listener.getsockname()[1]}")
+    try:
+        body = {"acks": 0, "timeout_ms": 1, "topics": []}
+        future = client.send(-1, ApiKey.PRODUCE, body, expect_response=False)
+        conn, _ = listener.accept()
+        with conn:
+            drive(client, future)
+            assert future.result() == {}
+            read_request(conn)
+            assert client.in_flight(-1) == 0
+    finally:
+        client.close()
+
+
+def test_closing_fails_what_is_pending(listener: socket.socket) -> None:
+    client = NetworkClient(f"127.0.0.1:{listener.getsockname()[1]}")
+    future = client.send(-1, ApiKey.API_VERSIONS, {})
+    client.close()
+    assert isinstance(future.exception(), BrokerConnectionError)

@@ -1,0 +1,214 @@
+"""The producer against the in-memory fake broker: batching moments, retries, errors."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from client import ConfigError, Producer, RecordMetadata
+from client.errors import ClientTimeoutError
+from protocol.apis import ApiKey
+from protocol.compression import Codec
+from protocol.errors import (
+    ErrorCode,
+    MessageTooLargeError,
+    NotLeaderForPartitionError,
+    UnknownTopicOrPartitionError,
+)
+from protocol.messageset import decode_messages, read_entries
+from tests.client.fake_broker import (
+    DROP,
+    SILENT,
+    FakeBroker,
+    always,
+    once,
+    produce_error,
+)
+
+
+def stored_values(fake: FakeBroker, topic: str = "t", partition: int = 0) -> list[bytes | None]:
+    messages, _ = decode_messages(fake.messages(topic, partition))
+    return [m.value for m in messages]
+
+
+def count(fake: FakeBroker, api: ApiKey) -> int:
+    return sum(1 for r in fake.requests if r.header.api_key == api)
+
+
+def wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def test_futures_resolve_to_the_offsets_that_hold_the_messages(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap) as producer:
+        futures = [producer.send("three", b"v%d" % i, key=b"k%d" % (i % 5)) for i in range(200)]
+        producer.flush(5)
+    for topic_partition in range(3):
+        stored = decode_messages(fake.messages("three", topic_partition))[0]
+        by_offset = {m.offset: m for m in stored}
+        mine = [(i, f.result()) for i, f in enumerate(futures)]
+        mine = [(i, md) for i, md in mine if md.partition == topic_partition]
+        assert [md.offset for _, md in mine] == sorted(md.offset for _, md in mine)
+        for i, md in mine:
+            assert by_offset[md.offset].value == b"v%d" % i
+            assert by_offset[md.offset].key == b"k%d" % (i % 5)
+
+
+def test_a_lingering_batch_stays_until_flush(fake: FakeBroker) -> None:
+    producer = Producer(fake.bootstrap, linger_ms=60_000)
+    try:
+        future = producer.send("t", b"held")
+        producer.poll(0.05)
+        assert not future.done()
+        assert producer._accumulator.queued_batches() == 1
+        producer.flush(5)
+        assert future.result() == RecordMetadata("t", 0, 0)
+    finally:
+        producer.close()
+
+
+def test_a_full_batch_goes_out_without_waiting_for_linger(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap, linger_ms=60_000, batch_bytes=500) as producer:
+        futures = [producer.send("t", b"x" * 100) for _ in range(8)]
+        assert futures[0].result(timeout=5).offset == 0  # its batch filled up
+        assert not futures[-1].done()  # the last batch is still lingering
+    assert futures[-1].result().offset == 7  # close() flushed it
+
+
+def test_not_leader_refreshes_metadata_and_retries_in_order(fake: FakeBroker) -> None:
+    fake.faults.append(once(ApiKey.PRODUCE, produce_error(ErrorCode.NOT_LEADER_FOR_PARTITION)))
+    with Producer(fake.bootstrap, retry_backoff_ms=10, batch_bytes=200) as producer:
+        futures = [producer.send("t", b"%03d" % i) for i in range(20)]
+        producer.flush(5)
+    assert [f.result().offset for f in futures] == list(range(20))
+    assert stored_values(fake) == [b"%03d" % i for i in range(20)]
+    assert count(fake, ApiKey.METADATA) >= 2
+
+
+def test_a_dropped_connection_is_retried(fake: FakeBroker) -> None:
+    fake.faults.append(once(ApiKey.PRODUCE, lambda request: DROP))
+    with Producer(fake.bootstrap, retry_backoff_ms=10) as producer:
+        future = producer.send("t", b"again")
+        assert future.result(timeout=5).offset == 0
+    assert stored_values(fake) == [b"again"]
+
+
+def test_a_non_retriable_error_fails_the_future_with_its_type_and_partition(
+    fake: FakeBroker,
+) -> None:
+    fake.faults.append(always(ApiKey.PRODUCE, produce_error(ErrorCode.MESSAGE_TOO_LARGE)))
+    with Producer(fake.bootstrap) as producer:
+        future = producer.send("t", b"big")
+        with pytest.raises(MessageTooLargeError, match="t-0"):
+            future.result(timeout=5)
+    assert count(fake, ApiKey.PRODUCE) == 1
+
+
+def test_retries_stop_after_the_configured_number(fake: FakeBroker) -> None:
+    fake.faults.append(always(ApiKey.PRODUCE, produce_error(ErrorCode.NOT_LEADER_FOR_PARTITION)))
+    with Producer(fake.bootstrap, retries=2, retry_backoff_ms=1) as producer:
+        future = producer.send("t", b"never")
+        with pytest.raises(NotLeaderForPartitionError, match="t-0"):
+            future.result(timeout=5)
+    assert count(fake, ApiKey.PRODUCE) == 3
+
+
+def test_an_unanswered_request_times_out(fake: FakeBroker) -> None:
+    fake.faults.append(always(ApiKey.PRODUCE, lambda request: SILENT))
+    with Producer(fake.bootstrap, retries=0, request_timeout_ms=200) as producer:
+        future = producer.send("t", b"lost")
+        with pytest.raises(ClientTimeoutError):
+            future.result(timeout=10)
+
+
+def test_acks_zero_resolves_without_offsets_and_still_delivers(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap, acks=0) as producer:
+        futures = [producer.send("t", b"fire%d" % i) for i in range(3)]
+        producer.flush(5)
+    assert [f.result() for f in futures] == [RecordMetadata("t", 0, -1)] * 3
+    wait_until(lambda: len(stored_values(fake)) == 3)
+
+
+@pytest.mark.parametrize("codec", [Codec.GZIP, Codec.SNAPPY, Codec.LZ4])
+def test_the_broker_stores_the_batch_as_the_producer_compressed_it(
+    fake: FakeBroker, codec: Codec
+) -> None:
+    with Producer(fake.bootstrap, compression=codec.name.lower(), linger_ms=60_000) as producer:
+        for i in range(50):
+            producer.send("t", b"value %d" % i)
+    entries, _ = read_entries(fake.messages("t", 0))
+    assert [(e.codec, e.offset) for e in entries] == [(codec, 49)]
+    assert stored_values(fake) == [b"value %d" % i for i in range(50)]
+
+
+def test_a_user_partitioner_decides(fake: FakeBroker) -> None:
+    seen = []
+
+    def last(topic: str, key: bytes | None, partitions) -> int:
+        seen.append((topic, key))
+        return partitions[-1]
+
+    with Producer(fake.bootstrap, partitioner=last) as producer:
+        metadata = producer.send("three", b"v", key=b"k").result(timeout=5)
+    assert metadata.partition == 2
+    assert seen == [("three", b"k")]
+
+
+def test_an_explicit_partition_must_exist(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap) as producer:
+        with pytest.raises(UnknownTopicOrPartitionError, match="three-7"):
+            producer.send("three", b"v", partition=7)
+        assert producer.send("three", b"v", partition=1).result(timeout=5).partition == 1
+
+
+def test_an_unknown_topic_raises_after_max_block(fake: FakeBroker) -> None:
+    with (
+        Producer(fake.bootstrap, max_block_ms=300, retry_backoff_ms=20) as producer,
+        pytest.raises(UnknownTopicOrPartitionError, match="nope"),
+    ):
+        producer.send("nope", b"v")
+
+
+def test_callbacks_run_once_and_a_failing_one_breaks_nothing(fake: FakeBroker) -> None:
+    calls = []
+    with Producer(fake.bootstrap, linger_ms=60_000) as producer:
+        first = producer.send("t", b"a")
+        second = producer.send("t", b"b")
+        first.add_done_callback(lambda f: 1 / 0)
+        second.add_done_callback(lambda f: calls.append(f.result()))
+        producer.flush(5)
+        second.add_done_callback(lambda f: calls.append("late"))
+    assert calls == [RecordMetadata("t", 0, 1), "late"]
+
+
+def test_values_must_be_bytes(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap) as producer:
+        with pytest.raises(TypeError, match="value must be bytes"):
+            producer.send("t", "text")  # type: ignore[arg-type]
+        assert producer.send("t", bytearray(b"ok"), key=memoryview(b"k")).result(5).offset == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"acks": 2}, "acks"),
+        ({"compression": "zstd"}, "compression"),
+        ({"linger_ms": -1}, "linger_ms"),
+        ({"bootstrap": "no-port"}, "bootstrap"),
+    ],
+)
+def test_bad_settings_are_named(setting: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        Producer(**setting)
+
+
+def test_a_closed_producer_refuses_sends(fake: FakeBroker) -> None:
+    producer = Producer(fake.bootstrap)
+    producer.close()
+    producer.close()  # twice is fine
+    with pytest.raises(Exception, match="closed"):
+        producer.send("t", b"v")
