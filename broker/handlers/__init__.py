@@ -1,0 +1,40 @@
+"""The handler registry: which coroutine answers each API.
+
+A handler takes the broker context and a decoded, schema-checked request and returns the
+response body, a ``WithFileSlices`` body (Fetch), or None for no response (Produce with acks=0).
+Raising a ``BrokerError`` answers the whole request with that error code and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.context import BrokerContext
+from broker.frames import WithFileSlices
+from broker.handlers import fetch, groups, list_offsets, metadata, produce, topics
+from protocol.apis import ApiKey
+from protocol.wire import Request
+
+Reply = dict[str, Any] | WithFileSlices | None
+Handler = Callable[[BrokerContext, Request], Awaitable[Reply]]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.API_VERSIONS: metadata.api_versions,
+    ApiKey.METADATA: metadata.metadata,
+    ApiKey.CREATE_TOPICS: topics.create_topics,
+    ApiKey.DELETE_TOPICS: topics.delete_topics,
+    ApiKey.PRODUCE: produce.produce,
+    ApiKey.FETCH: fetch.fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.list_offsets,
+    ApiKey.FIND_COORDINATOR: groups.coordinator_not_available,
+    ApiKey.JOIN_GROUP: groups.coordinator_not_available,
+    ApiKey.HEARTBEAT: groups.coordinator_not_available,
+    ApiKey.LEAVE_GROUP: groups.coordinator_not_available,
+    ApiKey.OFFSET_COMMIT: groups.coordinator_not_available,
+    ApiKey.OFFSET_FETCH: groups.coordinator_not_available,
+    ApiKey.LIST_GROUPS: groups.coordinator_not_available,
+    ApiKey.DESCRIBE_GROUPS: groups.coordinator_not_available,
+    ApiKey.DELETE_GROUPS: groups.coordinator_not_available,
+}
+assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

@@ -1,0 +1,62 @@
+"""ListOffsets: the earliest offset (-2), the latest (-1, the high watermark), or the first
+offset whose timestamp is at or after a given time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from broker.context import BrokerContext
+from broker.error_codes import error_code_for
+from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from protocol.errors import ErrorCode
+from protocol.wire import Request
+
+log = structlog.get_logger(__name__)
+
+
+async def list_offsets(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return {
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    _lookup(ctx, t["name"], p["partition"], p["timestamp"])
+                    for p in t["partitions"]
+                ],
+            }
+            for t in request.body["topics"]
+        ]
+    }
+
+
+def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+    plog = ctx.topics.log(topic, partition)
+    if plog is None:
+        return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP):
+        return _result(partition, ErrorCode.INVALID_REQUEST)
+    try:
+        if timestamp == LATEST_TIMESTAMP:
+            found: tuple[int, int] | None = (plog.high_watermark, -1)
+        elif timestamp == EARLIEST_TIMESTAMP:
+            found = (plog.log_start_offset, -1)
+        else:
+            found = plog.offset_for_timestamp(timestamp)
+    except Exception as exc:  # a log deleted meanwhile, a damaged segment
+        code = error_code_for(exc)
+        if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+            log.error("list_offsets.failed", topic=topic, partition=partition, exc_info=exc)
+        return _result(partition, code)
+    offset, found_timestamp = found if found is not None else (-1, -1)
+    return {
+        "partition": partition,
+        "error_code": ErrorCode.NONE,
+        "timestamp": found_timestamp,
+        "offset": offset,
+    }
+
+
+def _result(partition: int, code: ErrorCode) -> dict[str, Any]:
+    return {"partition": partition, "error_code": code, "timestamp": -1, "offset": -1}

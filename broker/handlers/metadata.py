@@ -1,0 +1,79 @@
+"""ApiVersions and Metadata: what the broker speaks, and where every partition lives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.context import BrokerContext
+from broker.topics import Topic, is_internal
+from protocol.apis import REGISTRY
+from protocol.errors import BrokerError, ErrorCode
+from protocol.wire import Request
+
+
+async def api_versions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.NONE,
+        "apis": [
+            {
+                "api_key": int(api.key),
+                "name": api.name,
+                "min_version": api.min_version,
+                "max_version": api.max_version,
+            }
+            for api in REGISTRY.values()
+        ],
+    }
+
+
+async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    """Topics named in the request (all of them for null), auto-created when both the request
+    and the broker allow it."""
+    names: list[str] | None = request.body["topics"]
+    requested = request.body["allow_auto_topic_creation"]
+    if names is None:
+        described = [_topic_metadata(ctx, topic) for topic in ctx.topics.all()]
+    else:
+        described = []
+        for name in dict.fromkeys(names):  # each once, in the order asked
+            try:
+                topic = ctx.topics.get_or_auto_create(name, requested=requested)
+            except BrokerError as exc:
+                described.append(_topic_error(name, exc.code))
+                continue
+            described.append(_topic_metadata(ctx, topic))
+    me = ctx.broker_id
+    return {
+        "brokers": [{"node_id": me, "host": ctx.settings.advertised, "port": ctx.port}],
+        "cluster_id": ctx.identity.cluster_id,
+        "controller_id": me,
+        "topics": described,
+    }
+
+
+def _topic_metadata(ctx: BrokerContext, topic: Topic) -> dict[str, Any]:
+    me = ctx.broker_id
+    return {
+        "error_code": ErrorCode.NONE,
+        "name": topic.name,
+        "is_internal": topic.is_internal,
+        "partitions": [
+            {
+                "error_code": ErrorCode.NONE,
+                "partition": p,
+                "leader": me,
+                "replicas": [me],
+                "isr": [me],
+            }
+            for p in range(topic.partitions)
+        ],
+    }
+
+
+def _topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "is_internal": is_internal(name),
+        "partitions": [],
+    }

@@ -1,0 +1,178 @@
+"""The broker process: open the data directory, listen, serve, and stop cleanly on a signal.
+
+Structure (trio's own server loop): one nursery for the listener, one for connection handlers,
+``task_status.started()`` only once the socket listens. Accept errors caused by running out of
+file descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) back off and retry (``trio.serve_listeners``
+does this), so an overload never kills the server.
+
+SIGTERM or SIGINT: stop accepting, let every connection finish the request in hand (parked
+fetches are answered at once with what they have), give them ``shutdown_timeout_ms``, then close
+every log -- flushed, with its clean-shutdown marker -- and return. A second signal cuts the
+requests short.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+import structlog
+import trio
+
+from broker.connection import Connection
+from broker.context import BrokerContext
+from broker.identity import IdentityError, load_or_create
+from broker.log.manager import DataDirectoryInUseError
+from broker.purgatory import FetchPurgatory
+from broker.settings import BrokerSettings
+from broker.topics import Topics, TopicsFileError
+
+log = structlog.get_logger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The broker cannot start: its port, data directory or identity is unusable."""
+
+
+class BrokerServer:
+    def __init__(self, ctx: BrokerContext) -> None:
+        self._ctx = ctx
+        self._connections: set[Connection] = set()
+        self._stop = trio.Event()
+        self._handlers: trio.CancelScope | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen and serve until ``stop``; returns once every connection is closed."""
+        settings = self._ctx.settings
+        async with trio.open_nursery() as handlers:
+            self._handlers = handlers.cancel_scope
+            async with trio.open_nursery() as listening:
+                try:
+                    listeners = await listening.start(
+                        partial(
+                            trio.serve_tcp,
+                            self._serve_connection,
+                            settings.port,
+                            host=settings.host or None,  # empty: every interface
+                            handler_nursery=handlers,
+                        )
+                    )
+                except OSError as exc:
+                    raise StartupError(
+                        f"cannot listen on {settings.host}:{settings.port}: {exc}"
+                    ) from exc
+                self._ctx.port = listeners[0].socket.getsockname()[1]
+                task_status.started(self._ctx.port)
+                await self._stop.wait()
+                listening.cancel_scope.cancel()  # closes the listening socket
+            log.info("broker.draining", connections=len(self._connections))
+            self._ctx.purgatory.close()
+            for connection in list(self._connections):
+                connection.stop_waiting()
+            handlers.cancel_scope.deadline = (
+                trio.current_time() + settings.shutdown_timeout_ms / 1000
+            )
+        if handlers.cancel_scope.cancelled_caught:
+            log.warning("broker.requests_cut_short")
+
+    @property
+    def stopping(self) -> bool:
+        return self._ctx.stopping
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown (see the module docstring)."""
+        self._ctx.stopping = True
+        self._stop.set()
+
+    def abort(self) -> None:
+        """Cut in-flight requests short."""
+        self.stop()
+        if self._handlers is not None:
+            self._handlers.cancel()
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        connection = Connection(self._ctx, stream)
+        self._connections.add(connection)
+        try:
+            await connection.run()
+        except Exception as exc:  # a bug: lose this connection, never the broker
+            log.error("connection.crashed", conn=connection.id, exc_info=exc)
+        finally:
+            self._connections.discard(connection)
+
+
+async def maintain_logs(ctx: BrokerContext) -> None:
+    """Every ``maintenance_interval_ms``: flush by ``flush_ms``, enforce retention, compact.
+    The pass runs in a worker thread (the log allows it) so a long compaction never stalls
+    requests; cancelling waits for a running pass to finish."""
+    interval = ctx.settings.maintenance_interval_ms / 1000
+    while True:
+        await trio.sleep(interval)
+        try:
+            result = await trio.to_thread.run_sync(ctx.topics.logs.run_maintenance)
+        except Exception as exc:
+            log.error("maintenance.failed", exc_info=exc)
+            continue
+        if result.segments_deleted or result.compacted:
+            log.info(
+                "maintenance.done",
+                flushed=result.flushed,
+                segments_deleted=result.segments_deleted,
+                compacted=result.compacted,
+            )
+
+
+async def run_broker(
+    settings: BrokerSettings,
+    *,
+    on_listening: Callable[[BrokerContext], None],
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        try:
+            topics = Topics(settings, clock=clock)
+        except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
+            raise StartupError(f"data directory {settings.data_path}: {exc}") from exc
+        try:
+            try:
+                identity = load_or_create(settings.data_path, settings.broker_id)
+            except (OSError, IdentityError) as exc:
+                raise StartupError(str(exc)) from exc
+            ctx = BrokerContext(settings, identity, topics, FetchPurgatory())
+            server = BrokerServer(ctx)
+            async with trio.open_nursery() as nursery:
+
+                async def serve(*, task_status: trio.TaskStatus[int]) -> None:
+                    await server.serve(task_status=task_status)
+                    nursery.cancel_scope.cancel()  # maintenance and the signal watch end too
+
+                await nursery.start(serve)
+                log.info(
+                    "broker.started",
+                    broker_id=identity.broker_id,
+                    cluster_id=identity.cluster_id,
+                    host=settings.host,
+                    port=ctx.port,
+                    data_dir=str(settings.data_path),
+                    topics=len(topics.all()),
+                )
+                on_listening(ctx)
+                nursery.start_soon(maintain_logs, ctx)
+                nursery.start_soon(_obey_signals, signals, server)
+        finally:
+            topics.close()  # after the maintenance pass in progress, if any, has finished
+        log.info("broker.stopped", broker_id=identity.broker_id)
+
+
+async def _obey_signals(signals: AsyncIterator[int], server: BrokerServer) -> None:
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if server.stopping:
+            log.warning("broker.aborting", signal=name)
+            server.abort()
+        else:
+            log.info("broker.stopping", signal=name)
+            server.stop()

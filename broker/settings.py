@@ -1,0 +1,267 @@
+"""The broker's settings: one table, four sources.
+
+Every setting has a default, a key in ``odradek.toml`` (top level, the setting's name), an
+``ODRADEK_<NAME>`` environment variable, and -- for the few listed with a flag -- a command-line
+flag. Later sources win: default < TOML < environment < command line. The storage settings of
+``broker.log.config.SETTINGS`` are broker-wide defaults here too (a topic's configs override
+them). docs/operations.md is generated from these tables (``settings_markdown``) and a test fails
+when it is out of date.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker.log.config import SETTINGS as LOG_SETTINGS
+from broker.log.config import LogConfig
+
+ENV_PREFIX = "ODRADEK_"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class SettingsError(ValueError):
+    """A setting has an unknown name or a value that cannot be used; the message names it."""
+
+
+def _bool(text: str) -> bool:
+    word = text.strip().lower()
+    if word in ("true", "1", "yes", "on"):
+        return True
+    if word in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (true or false)")
+
+
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if value < low:
+            raise ValueError(f"{value} is below the minimum {low}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    value = int(text.strip())
+    if not 0 <= value <= 65535:
+        raise ValueError(f"{value} is not a TCP port (0-65535)")
+    return value
+
+
+def _optional_broker_id(text: str) -> int | None:
+    word = text.strip().lower()
+    if word in ("", "none", "-1"):
+        return None
+    return _int_at_least(0)(word)
+
+
+def _optional_str(text: str) -> str | None:
+    return text.strip() or None
+
+
+def _log_level(text: str) -> str:
+    word = text.strip().lower()
+    if word not in LOG_LEVELS:
+        raise ValueError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return word
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kafka_name: str  # empty where Kafka has no such setting
+    parse: Callable[[str], Any]
+    meaning: str
+    flag: str | None = None  # the command-line flag, where there is one
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def default(self) -> Any:
+        return getattr(BrokerSettings(), self.name)
+
+    @property
+    def shown_default(self) -> str:
+        return _shown(self.default)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("host", "listeners (host part)", str,
+            "Address to listen on.", "--host"),
+    Setting("port", "listeners (port part)", _port,
+            "TCP port to listen on; 0 picks a free one (printed on start).", "--port"),
+    Setting("data_dir", "log.dirs", str,
+            "Directory holding the logs, topic metadata and the broker's identity.",
+            "--data-dir"),
+    Setting("broker_id", "broker.id", _optional_broker_id,
+            "This broker's id; unset: the id kept in the data directory, else 0. It must match "
+            "the kept one.", "--broker-id"),
+    Setting("advertised_host", "advertised.listeners (host part)", _optional_str,
+            "Host given to clients in Metadata; unset: host (127.0.0.1 when host is 0.0.0.0)."),
+    Setting("auto_create_topics_enable", "auto.create.topics.enable", _bool,
+            "Create a missing topic on the first Metadata or Produce request naming it."),
+    Setting("num_partitions", "num.partitions", _int_at_least(1),
+            "Partition count of auto-created topics and of CreateTopics asking for -1."),
+    Setting("default_replication_factor", "default.replication.factor", _int_at_least(1),
+            "Replication factor of auto-created topics and of CreateTopics asking for -1."),
+    Setting("max_partitions_per_topic", "", _int_at_least(1),
+            "The most partitions one topic may have; CreateTopics asking for more is refused."),
+    Setting("max_request_bytes", "socket.request.max.bytes", _int_at_least(1024),
+            "Largest request frame; a bigger length prefix closes the connection."),
+    Setting("connections_max_idle_ms", "connections.max.idle.ms", _int_at_least(1),
+            "Close a connection that sends no request, or does not take its response, this long."),
+    Setting("maintenance_interval_ms", "log.retention.check.interval.ms", _int_at_least(1),
+            "How often the logs are flushed (flush_ms), trimmed by retention and compacted."),
+    Setting("shutdown_timeout_ms", "", _int_at_least(0),
+            "On SIGTERM/SIGINT, how long in-flight requests may take before they are cut off."),
+    Setting("log_level", "", _log_level,
+            "Least severe event the broker logs to stderr: debug, info, warning or error."),
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+_LOG_NAMES = {s.name for s in LOG_SETTINGS}
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: str = "./odradek-data"
+    broker_id: int | None = None
+    advertised_host: str | None = None
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    max_partitions_per_topic: int = 1_000
+    max_request_bytes: int = 100 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000
+    maintenance_interval_ms: int = 5_000
+    shutdown_timeout_ms: int = 10_000
+    log_level: str = "info"
+    log: LogConfig = dataclasses.field(default_factory=LogConfig)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def advertised(self) -> str:
+        if self.advertised_host:
+            return self.advertised_host
+        return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+
+assert set(_BY_NAME) == {f.name for f in dataclasses.fields(BrokerSettings)} - {"log"}, (
+    "every BrokerSettings field needs a row in SETTINGS"
+)
+
+
+def load_settings(
+    *,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> BrokerSettings:
+    """Settings from the defaults, then ``config_file`` (TOML), then ``env`` (``ODRADEK_*``),
+    then ``overrides`` (command-line flags, as text). Raises SettingsError naming the source."""
+    raw: dict[str, tuple[str, str]] = {}  # name -> (text, where it came from)
+    if config_file is not None:
+        for name, value in _read_toml(config_file).items():
+            raw[name] = (_text(value), f"{config_file}: {name}")
+    known = [*(s.name for s in SETTINGS), *sorted(_LOG_NAMES)]
+    for name in known:
+        text = (env or {}).get(ENV_PREFIX + name.upper())
+        if text is not None:
+            raw[name] = (text, f"environment variable {ENV_PREFIX}{name.upper()}")
+    for name, text in (overrides or {}).items():
+        raw[name] = (text, _BY_NAME[name].flag or name)
+    broker: dict[str, Any] = {}
+    log_changes: dict[str, str] = {}
+    for name, (text, where) in raw.items():
+        if name in _LOG_NAMES:
+            log_changes[name] = text
+            try:
+                LogConfig.from_mapping({name: text})
+            except ValueError as exc:
+                raise SettingsError(f"{where}: {exc}") from None
+            continue
+        setting = _BY_NAME.get(name)
+        if setting is None:
+            raise SettingsError(f"{where}: unknown setting {name!r}")
+        try:
+            broker[name] = setting.parse(text)
+        except ValueError as exc:
+            raise SettingsError(f"{where}: {exc}") from None
+    try:
+        log_config = LogConfig.from_mapping(log_changes)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return BrokerSettings(**broker, log=log_config)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}") from None
+    for name, value in doc.items():
+        if isinstance(value, dict | list):
+            raise SettingsError(f"{path}: {name} must be a single value, not a table or array")
+    return doc
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ------------------------------------------------------------------------------------- docs
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def settings_markdown() -> str:
+    """The settings tables of docs/operations.md."""
+    lines = [
+        "| setting (TOML key) | environment | flag | default | Kafka's name | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        lines.append(
+            f"| `{s.name}` | `{s.env}` | {f'`{s.flag}`' if s.flag else ''} | "
+            f"`{s.shown_default}` | {f'`{s.kafka_name}`' if s.kafka_name else '-'} | "
+            f"{s.meaning} |"
+        )
+    lines += [
+        "",
+        "Storage defaults for every topic (a topic's configs, given to CreateTopics by this name "
+        "or Kafka's topic-level name, override them):",
+        "",
+        "| setting (TOML key) | environment | default | Kafka's name | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    defaults = LogConfig()
+    for ls in LOG_SETTINGS:
+        lines.append(
+            f"| `{ls.name}` | `{ENV_PREFIX}{ls.name.upper()}` | "
+            f"`{_shown(getattr(defaults, ls.name))}` | `{ls.broker_name}` "
+            f"(topic: `{ls.topic_name}`) | {ls.meaning} |"
+        )
+    return "\n".join(lines) + "\n"

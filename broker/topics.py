@@ -1,0 +1,257 @@
+"""The broker's topics: names, partition counts, settings, and their partition logs.
+
+A single broker is its own controller, so the cluster metadata a controller would keep in
+ZooKeeper lives in the data directory: ``topics.json`` lists each topic's partition count,
+replication factor and configs (as given to CreateTopics). It is replaced atomically and fsynced
+before the logs change, so a crash leaves it describing the logs or describing more than them:
+
+- create: the file first, then the partition logs; at start, missing logs are created;
+- delete: the topic moves to ``deleting`` in the file, its logs are removed, then the file
+  forgets it; at start, deletions found there are finished.
+
+Partition directories the file does not know (a data directory from before the file existed)
+are adopted with default settings rather than thrown away.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from broker.log import LogConfig, LogManager, PartitionLog
+from broker.log.layout import write_atomically
+from broker.settings import BrokerSettings
+from protocol.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+log = structlog.get_logger(__name__)
+
+TOPICS_FILE = "topics.json"
+MAX_TOPIC_NAME_LENGTH = 249
+INTERNAL_PREFIX = "__"
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+# One broker until clustering exists; the replication factor may not exceed it.
+LIVE_BROKERS = 1
+
+
+def check_topic_name(name: str) -> None:
+    """Raise InvalidTopicError unless ``name`` is a legal topic name (Kafka's rules)."""
+    if not name:
+        raise InvalidTopicError("a topic name cannot be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"a topic cannot be named {name!r}")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters; at most {MAX_TOPIC_NAME_LENGTH} are allowed"
+        )
+    if not _LEGAL_NAME.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} may only hold ASCII letters, digits, '.', '_' and '-'"
+        )
+
+
+def is_internal(name: str) -> bool:
+    return name.startswith(INTERNAL_PREFIX)
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return is_internal(self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "configs": dict(self.configs),
+        }
+
+
+class Topics:
+    """Every topic of this broker and the log of each of its partitions."""
+
+    def __init__(
+        self, settings: BrokerSettings, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._settings = settings
+        self._path = settings.data_path / TOPICS_FILE
+        settings.data_path.mkdir(parents=True, exist_ok=True)
+        fresh = not self._path.exists()
+        self._topics, deleting = ({}, []) if fresh else _read_topics_file(self._path)
+        try:
+            configs = {t.name: self._log_config(t.configs) for t in self._topics.values()}
+        except ValueError as exc:
+            raise TopicsFileError(f"{self._path} holds a bad topic config: {exc}") from None
+        self.logs = LogManager(settings.data_path, settings.log, topic_configs=configs, clock=clock)
+        self._finish_deletions(deleting)
+        adopted = self._adopt_unknown_logs()
+        for topic in self._topics.values():
+            self._open_logs(topic)
+        if fresh or deleting or adopted:
+            self._save()
+
+    # -------------------------------------------------------------------------------- reading
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def all(self) -> list[Topic]:
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    # ------------------------------------------------------------------------------- changing
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        *,
+        validate_only: bool = False,
+    ) -> Topic:
+        """Create a topic (``-1`` asks for the broker's default partition count or replication
+        factor). Raises the BrokerError to answer with when the request cannot be granted."""
+        check_topic_name(name)
+        if name in self._topics:
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
+        if partitions == -1:
+            partitions = self._settings.num_partitions
+        if not 1 <= partitions <= self._settings.max_partitions_per_topic:
+            raise InvalidPartitionsError(
+                f"partition count must be between 1 and max_partitions_per_topic="
+                f"{self._settings.max_partitions_per_topic}, got {partitions}"
+            )
+        if replication_factor == -1:
+            replication_factor = self._settings.default_replication_factor
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError(
+                f"replication factor must be at least 1, got {replication_factor}"
+            )
+        if replication_factor > LIVE_BROKERS:
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} is larger than the number of live "
+                f"brokers ({LIVE_BROKERS})"
+            )
+        try:
+            config = self._log_config(configs)
+        except ValueError as exc:
+            raise InvalidConfigError(f"topic {name!r}: {exc}") from None
+        topic = Topic(name, partitions, replication_factor, dict(configs))
+        if validate_only:
+            return topic
+        self._topics[name] = topic
+        self._save()
+        self.logs.set_topic_config(name, config)
+        self._open_logs(topic)
+        log.info("topic.created", topic=name, partitions=partitions, configs=dict(configs))
+        return topic
+
+    def get_or_auto_create(self, name: str, *, requested: bool = True) -> Topic:
+        """The topic called ``name``; if missing, created with the broker's defaults when the
+        request asks for that and ``auto_create_topics_enable`` allows it -- but never an
+        internal topic, which its owner creates. Raises the BrokerError to report otherwise."""
+        topic = self._topics.get(name)
+        if topic is not None:
+            return topic
+        check_topic_name(name)
+        if not (requested and self._settings.auto_create_topics_enable) or is_internal(name):
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return self.create(
+            name, self._settings.num_partitions, self._settings.default_replication_factor, {}
+        )
+
+    def delete(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        del self._topics[name]
+        self._save(deleting=[name])
+        self._delete_logs(name)
+        self._save()
+        log.info("topic.deleted", topic=name, partitions=topic.partitions)
+        return topic
+
+    def close(self) -> None:
+        """Flush and close every log cleanly (each gets its clean-shutdown marker)."""
+        self.logs.close()
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_mapping(configs, base=self._settings.log)
+
+    def _open_logs(self, topic: Topic) -> None:
+        for partition in range(topic.partitions):
+            self.logs.get_or_create(topic.name, partition)
+
+    def _delete_logs(self, name: str) -> None:
+        for topic, partition in self.logs.partitions():
+            if topic == name:
+                self.logs.delete(topic, partition)
+
+    def _finish_deletions(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._delete_logs(name)
+            log.info("topic.deletion_finished", topic=name)
+
+    def _adopt_unknown_logs(self) -> bool:
+        found: dict[str, int] = {}
+        for topic, partition in self.logs.partitions():
+            if topic not in self._topics:
+                found[topic] = max(found.get(topic, 0), partition + 1)
+        for name, partitions in found.items():
+            self._topics[name] = Topic(name, partitions, 1, {})
+            log.warning("topic.adopted", topic=name, partitions=partitions)
+        return bool(found)
+
+    def _save(self, deleting: list[str] | None = None) -> None:
+        doc = {
+            "version": 1,
+            "topics": {name: t.to_json() for name, t in sorted(self._topics.items())},
+            "deleting": deleting or [],
+        }
+        write_atomically(self._path, json.dumps(doc, indent=1).encode("utf-8"), durable=True)
+
+
+class TopicsFileError(RuntimeError):
+    """topics.json cannot be read; the broker refuses to start rather than guess."""
+
+
+def _read_topics_file(path: Path) -> tuple[dict[str, Topic], list[str]]:
+    try:
+        doc = json.loads(path.read_text("utf-8"))
+        topics = {
+            name: Topic(
+                name,
+                int(entry["partitions"]),
+                int(entry["replication_factor"]),
+                {str(k): str(v) for k, v in entry["configs"].items()},
+            )
+            for name, entry in doc["topics"].items()
+        }
+        deleting = [str(name) for name in doc["deleting"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise TopicsFileError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
+    return topics, deleting

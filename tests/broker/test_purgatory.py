@@ -1,0 +1,51 @@
+"""The fetch purgatory wakes a parked fetch on an append to one of its partitions, at its
+deadline, or at shutdown -- and forgets it afterwards."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from broker.purgatory import FetchPurgatory
+
+
+async def test_an_append_wakes_only_fetches_on_that_partition() -> None:
+    purgatory = FetchPurgatory()
+    woken: list[str] = []
+    far = trio.current_time() + 3600
+
+    async def park(name: str, partitions: list[tuple[str, int]]) -> None:
+        await purgatory.wait(partitions, far)
+        woken.append(name)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(park, "a", [("t", 0), ("t", 1)])
+            nursery.start_soon(park, "b", [("u", 0)])
+            await trio.testing.wait_all_tasks_blocked()
+            purgatory.appended("t", 1)
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == ["a"]
+            assert ("t", 0) not in purgatory._waiting  # a woken fetch leaves every partition
+            purgatory.appended("u", 0)
+    assert woken == ["a", "b"]
+    assert purgatory._waiting == {}
+
+
+async def test_the_deadline_ends_the_wait(autojump_clock: trio.testing.MockClock) -> None:
+    purgatory = FetchPurgatory()
+    start = trio.current_time()
+    await purgatory.wait([("t", 0)], start + 5)
+    assert trio.current_time() == start + 5
+    assert purgatory._waiting == {}
+
+
+async def test_close_wakes_everyone_and_parks_no_one_after() -> None:
+    purgatory = FetchPurgatory()
+    far = trio.current_time() + 3600
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(purgatory.wait, [("t", 0)], far)
+            await trio.testing.wait_all_tasks_blocked()
+            purgatory.close()
+        await purgatory.wait([("t", 0)], far)  # returns at once
