@@ -1,0 +1,1 @@
+"""Example Spark jobs, each runnable as ``python -m pipeline.jobs.<name> --help``."""
