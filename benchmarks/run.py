@@ -1,0 +1,130 @@
+"""The benchmark suite: ``python -m benchmarks.run [--quick] [--only NAME] [--json]``.
+
+Runs every area in ``AREAS`` in order, prints one JSON line per measurement -- ``area``,
+``name``, ``params``, ``value``, ``unit`` and, where a peer ran the same workload, ``peers``:
+``{"redis": {"value": ..., "ratio": odradek / peer}, ...}`` -- plus one line per area or peer
+that is missing or failed (``status`` and ``reason``), then writes benchmarks/report.md with its
+plots. ``--quick`` finishes within about two minutes, the full run within fifteen. Without
+``--json`` the summary table follows the JSON lines. Progress goes to stderr. Exit status 1 when
+an area failed (a missing one is reported, not an error).
+
+scripts/bench installs the peers (Debian's redis-server and nats-server) and the ``bench`` extra
+(matplotlib, redis, nats-py) first, then runs this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks import latency, limits, machine, peers, report
+from benchmarks.areas import Area, AreaResult, RawLine, TimeLimits, run_area, script
+from benchmarks.measurements import Measurement, Problem, join, json_line, normalise
+
+DEFAULT_REPORT = Path(__file__).resolve().parent / "report.md"
+
+AREAS = (
+    Area("codec", "message-set encode/decode per codec; CRC32 implementations",
+         script("benchmarks.codec")),
+    Area("log", "log append and read next to raw file I/O of the same bytes",
+         script("benchmarks.log")),
+    Area("fetch_send", "fetch responses by sendfile against read-and-pack",
+         script("benchmarks.fetch_send")),
+    Area("throughput", "Producer and Consumer against a real broker",
+         script("benchmarks.throughput")),
+    Area("peers", "Redis Streams and NATS JetStream on the producer and consumer workloads",
+         peers.run),
+    Area("limits", "sequential file write/read and loopback socket copy of the same bytes",
+         limits.run),
+    Area("latency", "end-to-end latency at 1k/10k/100k msgs/s from the intended send time",
+         latency.run),
+    Area("coordinator", "heartbeats/s and rebalance time for 10/100/1,000 members (raw protocol)",
+         script("benchmarks.coordinator")),
+    Area("group", "rebalance time with 3/10/30 real consumers",
+         script("benchmarks.group")),
+    Area("spark", "Spark batch read of a topic next to one Consumer",
+         script("benchmarks.spark", TimeLimits(quick=90.0, full=300.0),
+                quick_args=("--messages", "50000"))),
+)
+
+
+def run_areas(areas: Sequence[Area], quick: bool) -> list[AreaResult]:
+    earlier: dict[str, Sequence[RawLine]] = {}
+    results = []
+    for area in areas:
+        print(f"benchmarks: {area.name} ...", file=sys.stderr, flush=True)
+        result = run_area(area, quick, earlier)
+        earlier[area.name] = result.lines
+        results.append(result)
+        note = f": {result.reason}" if result.reason else ""
+        print(f"benchmarks: {area.name} {result.status}, {len(result.lines)} lines in "
+              f"{result.seconds:.1f} s{note}", file=sys.stderr, flush=True)
+    return results
+
+
+def collect(results: Sequence[AreaResult]) -> tuple[list[Measurement], list[Problem]]:
+    """Every area's lines as measurements (peers joined to odradek's) and problems."""
+    measurements: list[Measurement] = []
+    problems: list[Problem] = []
+    for result in results:
+        if result.status != "ok":
+            problems.append(Problem(result.name, result.name, result.status, result.reason))
+        for line in result.lines:
+            item = normalise(result.name, line)
+            if isinstance(item, Problem):
+                problems.append(item)
+            else:
+                measurements.extend(item)
+    return join(measurements), problems
+
+
+def select(names: Sequence[str] | None) -> list[Area]:
+    if not names:
+        return list(AREAS)
+    known = {area.name: area for area in AREAS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown area {', '.join(unknown)}; the areas are {', '.join(known)}")
+    return [area for area in AREAS if area.name in names]
+
+
+def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="small counts, about two minutes")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="run only this area (repeatable): " + ", ".join(a.name for a in AREAS))
+    parser.add_argument("--json", action="store_true", help="print only the JSON lines")
+    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT,
+                        help="where to write the report (plots go beside it)")
+    args = parser.parse_args(argv)
+    chosen = select(args.only) if areas is None else list(areas)
+    command = "python -m benchmarks.run " + shlex.join(sys.argv[1:] if argv is None else argv)
+    started = datetime.now(UTC)
+    start = time.monotonic()
+    results = run_areas(chosen, args.quick)
+    measurements, problems = collect(results)
+    items: list[Measurement | Problem] = [*measurements, *problems]
+    for item in items:
+        print(json_line(item), flush=True)
+    record = report.RunRecord(
+        command.strip(), started, time.monotonic() - start, machine.describe(), results,
+        measurements, problems,
+    )
+    written = report.write(record, args.report)
+    summary = report.summary_rows(report.side_by_side(measurements))
+    if summary and not args.json:
+        print("\n" + "\n".join(report.table(summary)))
+    print(f"benchmarks: wrote {', '.join(map(str, written))}", file=sys.stderr)
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
