@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import structlog
 import trio
 
-from broker.context import BrokerContext
+from broker.context import CLIENT_CONNECTION, BrokerContext, ClientConnection
 from broker.frames import Piece, WithFileSlices, encode_with_file_slices, send_pieces
 from broker.handlers import HANDLERS
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
@@ -65,6 +65,7 @@ class Connection:
 
     async def run(self) -> None:
         self._log.debug("connection.opened")
+        CLIENT_CONNECTION.set(ClientConnection(self.id, self.peer.rpartition(":")[0]))
         reason = "closed by peer"
         try:
             while True:
@@ -101,6 +102,7 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             reason = f"broken: {exc}"
         finally:
+            self._ctx.groups.connection_closed(self.id)
             with trio.CancelScope(shield=True):
                 await self._stream.aclose()
             self._log.debug("connection.closed", reason=reason)

@@ -1,9 +1,12 @@
-"""What every request handler may use: settings, identity, topics and their logs, the purgatory."""
+"""What every request handler may use: settings, identity, topics and their logs, the purgatory,
+the group coordinator's driver -- and which client connection the request came on."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
+from broker.group_driver import GroupDriver
 from broker.identity import BrokerIdentity
 from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
@@ -16,9 +19,23 @@ class BrokerContext:
     identity: BrokerIdentity
     topics: Topics
     purgatory: FetchPurgatory
+    groups: GroupDriver
     port: int = 0  # the port really listened on (known once listening)
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
 
     @property
     def broker_id(self) -> int:
         return self.identity.broker_id
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    id: int
+    host: str
+
+
+#: Set by each connection's task for its own requests (trio gives every task its own copy of
+#: the context): group requests need the connection to tell the coordinator when it closes.
+CLIENT_CONNECTION: ContextVar[ClientConnection | None] = ContextVar(
+    "client_connection", default=None
+)

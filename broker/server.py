@@ -23,6 +23,7 @@ import trio
 
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.group_driver import GroupDriver
 from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.purgatory import FetchPurgatory
@@ -69,6 +70,7 @@ class BrokerServer:
                 listening.cancel_scope.cancel()  # closes the listening socket
             log.info("broker.draining", connections=len(self._connections))
             self._ctx.purgatory.close()
+            self._ctx.groups.close()
             for connection in list(self._connections):
                 connection.stop_waiting()
             handlers.cancel_scope.deadline = (
@@ -141,9 +143,15 @@ async def run_broker(
                 identity = load_or_create(settings.data_path, settings.broker_id)
             except (OSError, IdentityError) as exc:
                 raise StartupError(str(exc)) from exc
-            ctx = BrokerContext(settings, identity, topics, FetchPurgatory())
+            purgatory = FetchPurgatory()
+            groups = GroupDriver(
+                settings.coordinator_config(), topics, purgatory, clock=clock,
+                failover_signals=settings.coordinator_failover_signals,
+            )
+            ctx = BrokerContext(settings, identity, topics, purgatory, groups)
             server = BrokerServer(ctx)
             async with trio.open_nursery() as nursery:
+                await nursery.start(groups.run)
 
                 async def serve(*, task_status: trio.TaskStatus[int]) -> None:
                     await server.serve(task_status=task_status)

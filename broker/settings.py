@@ -19,6 +19,8 @@ from typing import Any
 
 from broker.log.config import SETTINGS as LOG_SETTINGS
 from broker.log.config import LogConfig
+from coordinator.assignors import BUILTIN_STRATEGIES
+from coordinator.config import CoordinatorConfig
 
 ENV_PREFIX = "ODRADEK_"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -70,6 +72,15 @@ def _log_level(text: str) -> str:
     if word not in LOG_LEVELS:
         raise ValueError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
     return word
+
+
+def _strategy_names(text: str) -> str:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    known = [s.name for s in BUILTIN_STRATEGIES]
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise ValueError(f"{text!r} must name strategies among {', '.join(known)}, comma-separated")
+    return ",".join(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -124,9 +135,35 @@ SETTINGS: tuple[Setting, ...] = (
             "On SIGTERM/SIGINT, how long in-flight requests may take before they are cut off."),
     Setting("log_level", "", _log_level,
             "Least severe event the broker logs to stderr: debug, info, warning or error."),
+    # the group coordinator (coordinator.config.CoordinatorConfig)
+    Setting("group_min_session_timeout_ms", "group.min.session.timeout.ms", _int_at_least(1),
+            "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."),
+    Setting("group_max_session_timeout_ms", "group.max.session.timeout.ms", _int_at_least(1),
+            "Longest session timeout a member may ask for (seed: max.session.timeout)."),
+    Setting("group_initial_rebalance_delay_ms", "group.initial.rebalance.delay.ms",
+            _int_at_least(0),
+            "How long a new group's first round waits for more members (Kafka: 3000; see "
+            "CoordinatorConfig)."),
+    Setting("partition_assignment_strategies", "partition.assignment.strategies (seed 001)",
+            _strategy_names,
+            "Comma-separated strategies members may ask for: range, roundrobin, sticky."),
+    Setting("offsets_topic_partitions", "offsets.topic.num.partitions", _int_at_least(1),
+            "Partitions of __consumer_offsets when it is created (an existing topic keeps its "
+            "count)."),
+    Setting("offset_metadata_max_bytes", "offset.metadata.max.bytes", _int_at_least(0),
+            "Longest commit metadata (else OFFSET_METADATA_TOO_LARGE)."),
+    Setting("offsets_retention_ms", "offsets.retention.minutes (in ms)", _int_at_least(1),
+            "How long an Empty group keeps its committed offsets."),
+    Setting("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms",
+            _int_at_least(1),
+            "How often expired offsets are looked for."),
+    Setting("coordinator_failover_signals", "", _bool,
+            "Testing aid: SIGUSR1 makes the coordinator resign every __consumer_offsets "
+            "partition, SIGUSR2 takes them back and reloads them from the log."),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 _LOG_NAMES = {s.name for s in LOG_SETTINGS}
+_GROUP = CoordinatorConfig()  # the coordinator's defaults are its own
 
 
 @dataclass(frozen=True)
@@ -145,6 +182,15 @@ class BrokerSettings:
     maintenance_interval_ms: int = 5_000
     shutdown_timeout_ms: int = 10_000
     log_level: str = "info"
+    group_min_session_timeout_ms: int = _GROUP.group_min_session_timeout_ms
+    group_max_session_timeout_ms: int = _GROUP.group_max_session_timeout_ms
+    group_initial_rebalance_delay_ms: int = _GROUP.group_initial_rebalance_delay_ms
+    partition_assignment_strategies: str = ",".join(_GROUP.partition_assignment_strategies)
+    offsets_topic_partitions: int = _GROUP.offsets_topic_partitions
+    offset_metadata_max_bytes: int = _GROUP.offset_metadata_max_bytes
+    offsets_retention_ms: int = _GROUP.offsets_retention_ms
+    offsets_retention_check_interval_ms: int = _GROUP.offsets_retention_check_interval_ms
+    coordinator_failover_signals: bool = False
     log: LogConfig = dataclasses.field(default_factory=LogConfig)
 
     @property
@@ -156,6 +202,19 @@ class BrokerSettings:
         if self.advertised_host:
             return self.advertised_host
         return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+    def coordinator_config(self) -> CoordinatorConfig:
+        """The group coordinator's settings (raises ValueError when they contradict)."""
+        return CoordinatorConfig(
+            group_min_session_timeout_ms=self.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=self.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            partition_assignment_strategies=tuple(self.partition_assignment_strategies.split(",")),
+            offsets_topic_partitions=self.offsets_topic_partitions,
+            offset_metadata_max_bytes=self.offset_metadata_max_bytes,
+            offsets_retention_ms=self.offsets_retention_ms,
+            offsets_retention_check_interval_ms=self.offsets_retention_check_interval_ms,
+        )
 
 
 assert set(_BY_NAME) == {f.name for f in dataclasses.fields(BrokerSettings)} - {"log"}, (
@@ -203,7 +262,12 @@ def load_settings(
         log_config = LogConfig.from_mapping(log_changes)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    return BrokerSettings(**broker, log=log_config)
+    settings = BrokerSettings(**broker, log=log_config)
+    try:
+        settings.coordinator_config()
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return settings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -94,6 +94,9 @@ class Topics:
     ) -> None:
         self._settings = settings
         self._path = settings.data_path / TOPICS_FILE
+        #: called with (name, partitions) after a topic is created, (name, None) after it is
+        #: deleted -- the group coordinator rebalances groups subscribed to it
+        self.listeners: list[Callable[[str, int | None], None]] = []
         settings.data_path.mkdir(parents=True, exist_ok=True)
         fresh = not self._path.exists()
         self._topics, deleting = ({}, []) if fresh else _read_topics_file(self._path)
@@ -166,6 +169,8 @@ class Topics:
         self.logs.set_topic_config(name, config)
         self._open_logs(topic)
         log.info("topic.created", topic=name, partitions=partitions, configs=dict(configs))
+        for listener in self.listeners:
+            listener(name, partitions)
         return topic
 
     def get_or_auto_create(self, name: str, *, requested: bool = True) -> Topic:
@@ -191,6 +196,8 @@ class Topics:
         self._delete_logs(name)
         self._save()
         log.info("topic.deleted", topic=name, partitions=topic.partitions)
+        for listener in self.listeners:
+            listener(name, None)
         return topic
 
     def close(self) -> None:

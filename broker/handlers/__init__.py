@@ -13,6 +13,7 @@ from typing import Any
 from broker.context import BrokerContext
 from broker.frames import WithFileSlices
 from broker.handlers import fetch, groups, list_offsets, metadata, produce, topics
+from coordinator import GroupCoordinator
 from protocol.apis import ApiKey
 from protocol.wire import Request
 
@@ -27,14 +28,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.PRODUCE: produce.produce,
     ApiKey.FETCH: fetch.fetch,
     ApiKey.LIST_OFFSETS: list_offsets.list_offsets,
-    ApiKey.FIND_COORDINATOR: groups.coordinator_not_available,
-    ApiKey.JOIN_GROUP: groups.coordinator_not_available,
-    ApiKey.HEARTBEAT: groups.coordinator_not_available,
-    ApiKey.LEAVE_GROUP: groups.coordinator_not_available,
-    ApiKey.OFFSET_COMMIT: groups.coordinator_not_available,
-    ApiKey.OFFSET_FETCH: groups.coordinator_not_available,
-    ApiKey.LIST_GROUPS: groups.coordinator_not_available,
-    ApiKey.DESCRIBE_GROUPS: groups.coordinator_not_available,
-    ApiKey.DELETE_GROUPS: groups.coordinator_not_available,
+    ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+    **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

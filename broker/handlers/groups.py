@@ -1,14 +1,46 @@
-"""Group APIs, until the coordinator is wired in: every one is refused with
-COORDINATOR_NOT_AVAILABLE (retriable), so clients back off instead of failing."""
+"""Group APIs: FindCoordinator is answered here; every other one goes to the group coordinator
+(``broker.group_driver``), which answers when it is ready to -- a JoinGroup when its round ends,
+a commit once it is written."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.context import BrokerContext
-from protocol.errors import CoordinatorNotAvailableError
+from broker.context import CLIENT_CONNECTION, BrokerContext
+from protocol.errors import ErrorCode
 from protocol.wire import Request
 
 
-async def coordinator_not_available(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    raise CoordinatorNotAvailableError(f"no group coordinator runs on broker {ctx.broker_id} yet")
+async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    """Seed 001 ConsumerMetadataRequest: the leader of the group's ``__consumer_offsets``
+    partition -- this broker, while it leads that partition (even while loading it: the group
+    requests themselves then say COORDINATOR_LOAD_IN_PROGRESS)."""
+    group_id = request.body["group_id"]
+    if not group_id:
+        return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+    if not ctx.groups.coordinates(group_id):
+        return _no_coordinator(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"no broker leads the __consumer_offsets partition of group {group_id!r}",
+        )
+    return {
+        "error_code": ErrorCode.NONE, "error_message": None,
+        "node_id": ctx.broker_id, "host": ctx.settings.advertised, "port": ctx.port,
+    }
+
+
+async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups
+    and DeleteGroups: the coordinator's answer."""
+    client = CLIENT_CONNECTION.get()
+    return await ctx.groups.request(
+        request.api.key,
+        request.body,
+        client_id=request.header.client_id,
+        client_host="" if client is None else client.host,
+        connection=None if client is None else client.id,
+    )
+
+
+def _no_coordinator(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}

@@ -10,7 +10,7 @@ import pytest
 
 from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, REGISTRY, ApiKey
 from protocol.compression import Codec
-from protocol.errors import CoordinatorNotAvailableError, ErrorCode
+from protocol.errors import ErrorCode
 from protocol.messageset import LOG_OVERHEAD, Record, decode_messages, encode_message_set
 from tests.broker.raw import RawClient, fetch_body
 from tests.broker_process import BrokerProcess
@@ -277,13 +277,6 @@ def test_list_offsets(client: RawClient) -> None:
 
 
 # ---------------------------------------------------------------------------- the rest, order
-
-
-def test_group_apis_say_coordinator_not_available(client: RawClient) -> None:
-    with pytest.raises(CoordinatorNotAvailableError):
-        client.request(ApiKey.FIND_COORDINATOR, {"group_id": "g"})
-    with pytest.raises(CoordinatorNotAvailableError):
-        client.request(ApiKey.LIST_GROUPS, {})
 
 
 def test_pipelined_requests_are_answered_in_order(client: RawClient) -> None:
