@@ -10,16 +10,20 @@ from client.errors import (
     BrokerConnectionError,
     ClientError,
     ClientTimeoutError,
+    CommitFailedError,
     ConfigError,
     IllegalStateError,
     NoBrokersAvailableError,
     NoOffsetForPartitionError,
     RecordTooLargeError,
+    SubscriptionNotValidError,
 )
+from client.group_state import ConsumerState
 from client.offsets import EARLIEST, LATEST
 from client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from client.producer import Producer
 from client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from client.subscription import ConsumerRebalanceListener
 
 __all__ = [
     "EARLIEST",
@@ -28,9 +32,12 @@ __all__ = [
     "BrokerConnectionError",
     "ClientError",
     "ClientTimeoutError",
+    "CommitFailedError",
     "ConfigError",
     "Consumer",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
+    "ConsumerState",
     "DefaultPartitioner",
     "IllegalStateError",
     "NewTopic",
@@ -39,6 +46,7 @@ __all__ = [
     "Producer",
     "RecordMetadata",
     "RecordTooLargeError",
+    "SubscriptionNotValidError",
     "TopicPartition",
     "murmur2",
     "partition_for_key",

@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from client.admin import Admin
+from client.cli_groups import add_groups_parser
 from client.consumer import Consumer
+from client.demo import add_demo_parser
 from client.metadata import TopicInfo
 from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp
 from client.producer import Producer
@@ -153,18 +155,26 @@ def build_parser() -> argparse.ArgumentParser:
     consume = commands.add_parser(
         "consume",
         parents=[client, json_flag],
-        help="print messages of a topic",
+        help="print messages of topics, alone or as a member of a consumer group",
         description="Print messages, one per line (the value; with --key-separator the key, "
-        "SEP, the value), or with --json one JSON object per message. Starts at the end of "
-        "each partition unless told otherwise.",
+        "SEP, the value), or with --json one JSON object per message. Without --group it "
+        "reads every partition of the topics and starts at their end unless told otherwise. "
+        "With --group it joins the group, reads the partitions the group gives it, starts at "
+        "the group's committed offsets (else at the end, or with --from-beginning at the "
+        "start), commits what it printed, and leaves the group when it exits.",
     )
-    consume.add_argument("topic")
     consume.add_argument(
-        "--partition", type=_non_negative_int, help="only this partition (default: all)"
+        "topics", nargs="+", metavar="TOPIC",
+        help="topics to read (with --pattern: one regular expression for topic names)",
+    )
+    consume.add_argument(
+        "--partition", type=_non_negative_int,
+        help="only this partition of the one TOPIC (default: all; not with --group)",
     )
     start = consume.add_mutually_exclusive_group()
     start.add_argument(
-        "--from-beginning", action="store_true", help="start at the earliest stored message"
+        "--from-beginning", action="store_true",
+        help="start at the earliest stored message (with --group: where nothing is committed)",
     )
     start.add_argument(
         "--offset", type=_non_negative_int, help="start at this offset (needs --partition)"
@@ -180,7 +190,20 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument(
         "--key-separator", metavar="SEP", help="print the key and SEP before each value"
     )
+    consume.add_argument("--group", metavar="G", help="consume as a member of consumer group G")
+    consume.add_argument(
+        "--pattern", action="store_true",
+        help="TOPIC is a regular expression: read every topic whose whole name matches it, "
+        "including topics created later (needs --group)",
+    )
+    consume.add_argument(
+        "--commit", choices=["auto", "sync", "async"], default="auto",
+        help="with --group: commit every few seconds (auto), or after each batch printed, "
+        "waiting (sync) or not (async) for the answer (default: auto)",
+    )
     consume.set_defaults(run=cmd_consume)
+    add_groups_parser(commands, [client, json_flag])
+    add_demo_parser(commands)
     return parser
 
 
@@ -397,51 +420,109 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
 
 
 def cmd_consume(args: argparse.Namespace, output: Output) -> int:
-    if args.offset is not None and args.partition is None:
-        output.note("odradek: error: --offset needs --partition")
+    problem = _consume_usage_problem(args)
+    if problem:
+        output.note(f"odradek: error: {problem}")
         return 1
-    write = _record_writer(args, output)
-    count = 0
+    group = args.group is not None
     with Consumer(
-        args.bootstrap, auto_offset_reset="latest", default_api_timeout_ms=args.api_timeout_ms
+        args.bootstrap,
+        group_id=args.group,
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+        enable_auto_commit=group and args.commit == "auto",
+        default_api_timeout_ms=args.api_timeout_ms,
     ) as consumer:
-        partitions = consumer.partitions_for(args.topic)
+        if group:
+            if args.pattern:
+                consumer.subscribe(pattern=args.topics[0])
+            else:
+                consumer.subscribe(args.topics)
+        elif not _assign_for_consume(consumer, args, output):
+            return 1
+        count = _consume_loop(consumer, args, output)
+    output.note(f"processed {count} messages")
+    return 0
+
+
+def _consume_usage_problem(args: argparse.Namespace) -> str | None:
+    if args.offset is not None and args.partition is None:
+        return "--offset needs --partition"
+    if args.partition is not None and len(args.topics) > 1:
+        return "--partition needs exactly one TOPIC"
+    if args.group is None:
+        if args.pattern:
+            return "--pattern needs --group"
+        return None
+    if args.partition is not None:
+        return "--partition cannot be used with --group: the group assigns the partitions"
+    if args.pattern and len(args.topics) > 1:
+        return "--pattern takes one regular expression"
+    return None
+
+
+def _assign_for_consume(consumer: Consumer, args: argparse.Namespace, output: Output) -> bool:
+    tps: list[TopicPartition] = []
+    for topic in args.topics:
+        partitions = consumer.partitions_for(topic)
         if args.partition is not None:
             if args.partition not in partitions:
                 output.note(
-                    f"odradek: error: topic {args.topic!r} has no partition {args.partition} "
+                    f"odradek: error: topic {topic!r} has no partition {args.partition} "
                     f"(it has {len(partitions)})"
                 )
-                return 1
+                return False
             partitions = [args.partition]
-        tps = [TopicPartition(args.topic, p) for p in partitions]
-        consumer.assign(tps)
-        if args.from_beginning:
-            consumer.seek_to_beginning()
-        elif args.offset is not None:
-            consumer.seek(tps[0], args.offset)
-        else:
-            consumer.seek_to_end()
-        idle_since = time.monotonic()
-        try:
-            while args.max_messages is None or count < args.max_messages:
-                wait = 1000 if args.timeout_ms is None else args.timeout_ms
-                want = None if args.max_messages is None else args.max_messages - count
-                records = consumer.poll(timeout_ms=wait, max_records=want)
-                if records:
-                    for record in records:
-                        write(record)
-                    count += len(records)
-                    output.out.flush()
-                    idle_since = time.monotonic()
-                elif args.timeout_ms is not None and (
-                    time.monotonic() - idle_since >= args.timeout_ms / 1000
-                ):
-                    break
-        except KeyboardInterrupt:
-            pass
-    output.note(f"processed {count} messages")
-    return 0
+        tps += [TopicPartition(topic, p) for p in partitions]
+    consumer.assign(tps)
+    if args.from_beginning:
+        consumer.seek_to_beginning()
+    elif args.offset is not None:
+        consumer.seek(tps[0], args.offset)
+    else:
+        consumer.seek_to_end()
+    return True
+
+
+def _consume_loop(consumer: Consumer, args: argparse.Namespace, output: Output) -> int:
+    """Print records until --max-messages, --timeout-ms of silence, or Ctrl-C; with a group,
+    commit per --commit (``close`` commits last with auto-commit)."""
+    write = _record_writer(args, output)
+    commit_each_batch = args.group is not None and args.commit != "auto"
+    count = 0
+    idle_since = time.monotonic()
+    try:
+        while args.max_messages is None or count < args.max_messages:
+            wait = 1000 if args.timeout_ms is None else args.timeout_ms
+            want = None if args.max_messages is None else args.max_messages - count
+            records = consumer.poll(timeout_ms=wait, max_records=want)
+            if records:
+                for record in records:
+                    write(record)
+                count += len(records)
+                output.out.flush()
+                idle_since = time.monotonic()
+                if commit_each_batch:
+                    if args.commit == "sync":
+                        consumer.commit()
+                    else:
+                        consumer.commit_async(callback=_report_async_commit(output))
+            elif args.timeout_ms is not None and (
+                time.monotonic() - idle_since >= args.timeout_ms / 1000
+            ):
+                break
+    except KeyboardInterrupt:
+        pass
+    if commit_each_batch and args.commit == "async":
+        consumer.commit()  # the last async commit may still be out: make sure of the end
+    return count
+
+
+def _report_async_commit(output: Output) -> Callable[[Any, BaseException | None], None]:
+    def report(offsets: Any, error: BaseException | None) -> None:
+        if error is not None:
+            output.note(f"odradek: warning: commit failed: {error}")
+
+    return report
 
 
 def _record_writer(args: argparse.Namespace, output: Output) -> Callable[[ConsumerRecord], None]:

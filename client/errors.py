@@ -70,3 +70,31 @@ def partition_error(where: object, code: int, message: str | None = None) -> Bro
         except ValueError:
             message = f"unknown error code {code}"
     return error_for(code, f"{where}: {message}")
+
+
+class SubscriptionNotValidError(IllegalStateError):
+    """Seed 001 SubscriptionNotValid: ``subscribe`` and ``assign`` were mixed, or ``subscribe``
+    was called without a ``group_id``."""
+
+
+class CommitFailedError(ClientError):
+    """An offset commit was refused because this consumer is not a member of the generation
+    that owns the partitions: the group rebalanced without it, or is rebalancing."""
+
+    def __init__(self, group_id: str, reason: str, *, removed: bool = True) -> None:
+        if removed:
+            advice = (
+                "The coordinator removed this member, most often because poll() was not called "
+                "within session_timeout_ms -- heartbeats only go out from poll() -- and gave its "
+                "partitions to other members. Call poll() more often than the session timeout: "
+                "process fewer records per poll (max_poll_records) or faster, or raise "
+                "session_timeout_ms."
+            )
+        else:
+            advice = "The group is rebalancing; this member's partitions may move."
+        super().__init__(
+            f"commit for group {group_id!r} failed: {reason}. {advice} The consumer rejoins at "
+            "its next poll(); records since the last successful commit may be delivered again."
+        )
+        self.group_id = group_id
+        self.reason = reason

@@ -143,6 +143,7 @@ class NetworkClient:
         self._clock = clock
         self._selector = selectors.DefaultSelector()
         self._nodes: dict[int, NodeConnection] = {}
+        self._dedicated: set[int] = set()  # connections of their own, never least loaded
         # Bootstrap addresses get negative ids until metadata names the real brokers.
         for i, (host, port) in enumerate(parse_bootstrap(bootstrap)):
             self._add_node(-1 - i, host, port)
@@ -164,6 +165,13 @@ class NetworkClient:
             if node is None:
                 self._add_node(node_id, host, port)
 
+    def set_dedicated_node(self, node_id: int, host: str, port: int) -> None:
+        """A connection of its own to a broker, never chosen by ``least_loaded_node``: a group
+        coordinator's (as Kafka keeps one), so a JoinGroup held for a whole rebalance does not
+        queue fetches and metadata behind it, and fetches do not delay heartbeats."""
+        self._dedicated.add(node_id)
+        self.set_brokers({node_id: (host, port)})
+
     def in_flight(self, node_id: int) -> int:
         node = self._nodes.get(node_id)
         return 0 if node is None else len(node.pending) + len(node.unanswered)
@@ -172,7 +180,8 @@ class NetworkClient:
         """A node to ask for metadata: connected with the fewest requests waiting, else one that
         may be (re)connected now, else the one whose backoff ends first. Real brokers are
         preferred to bootstrap addresses."""
-        if not self._nodes:
+        shared = [n for n in self._nodes.values() if n.node_id not in self._dedicated]
+        if not shared:
             raise NoBrokersAvailableError("no broker addresses are known")
         now = self._clock()
 
@@ -186,7 +195,7 @@ class NetworkClient:
                 len(node.pending),
             )
 
-        return min(self._nodes.values(), key=rank).node_id
+        return min(shared, key=rank).node_id
 
     # ----------------------------------------------------------------------------- requests
 

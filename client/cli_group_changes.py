@@ -1,0 +1,146 @@
+"""``odradek groups reset-offsets`` and ``odradek groups delete``: the commands that change a
+group, both allowed only while the group is Empty (no members -- its consumers stopped).
+
+reset-offsets plans first and prints the plan; only ``--execute`` commits it (with generation
+-1, which the coordinator accepts only from outside an Empty group, so a group that gained
+members meanwhile is refused there too). Exit status: 0 done (or planned), 1 refused or failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from client.consumer import Consumer
+from client.group_admin import GroupAdmin
+from client.offset_reset import (
+    ResetSpec,
+    ResetTo,
+    parse_datetime_ms,
+    partitions_to_reset,
+    plan_reset,
+)
+from protocol.errors import GroupIdNotFoundError, NonEmptyGroupError
+
+if TYPE_CHECKING:  # client.cli imports this module
+    from client.cli import Output
+
+EMPTY = "Empty"
+
+
+def add_group_change_parsers(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    parents: Sequence[argparse.ArgumentParser],
+) -> None:
+    """Add ``reset-offsets`` and ``delete`` to the ``groups`` sub-commands."""
+    reset = actions.add_parser(
+        "reset-offsets",
+        parents=parents,
+        help="move an Empty group's committed offsets",
+        description="Move the committed offsets of an Empty group (no running members) for the "
+        "partitions --topic names. Prints the plan; --execute commits it. Targets outside a "
+        "partition's stored range are clamped into it.",
+    )
+    reset.add_argument("group", help="the group id")
+    reset.add_argument(
+        "--topic", action="append", required=True, metavar="T[:P,...]",
+        help="a topic, or some of its partitions as T:0,1,2 (repeatable)",
+    )
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true",
+                        help="the earliest offset still stored")
+    target.add_argument("--to-latest", action="store_true",
+                        help="the end of each partition (skip everything stored)")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N")
+    target.add_argument("--shift-by", type=int, metavar="N",
+                        help="the committed offset plus N (N may be negative)")
+    target.add_argument("--to-datetime", metavar="ISO",
+                        help="the first message at or after this time, e.g. 2026-11-23T10:00:00 "
+                        "(local time unless it names an offset such as +00:00)")
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only print the plan (default)")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.set_defaults(run=cmd_groups_reset_offsets)
+
+    delete = actions.add_parser(
+        "delete", parents=parents, help="delete Empty groups and their committed offsets"
+    )
+    delete.add_argument("groups", nargs="+", metavar="GROUP")
+    delete.set_defaults(run=cmd_groups_delete)
+
+
+def _spec(args: argparse.Namespace) -> ResetSpec:
+    if args.to_earliest:
+        return ResetSpec(ResetTo.EARLIEST)
+    if args.to_latest:
+        return ResetSpec(ResetTo.LATEST)
+    if args.to_offset is not None:
+        return ResetSpec(ResetTo.OFFSET, args.to_offset)
+    if args.shift_by is not None:
+        return ResetSpec(ResetTo.SHIFT, args.shift_by)
+    return ResetSpec(ResetTo.DATETIME, parse_datetime_ms(args.to_datetime))
+
+
+def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
+    spec = _spec(args)
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+        try:
+            group = admin.describe_group(args.group)
+            state, members = group.state, len(group.members)
+        except GroupIdNotFoundError:
+            state, members = EMPTY, 0  # no group yet: the reset creates its offsets
+        if state != EMPTY:
+            output.note(
+                f"odradek: error: group {args.group!r} is {state} with {members} member(s); "
+                "reset-offsets needs an Empty group -- stop its consumers first"
+            )
+            return 1
+        committed = {tp: c.offset for tp, c in admin.committed_offsets(args.group).items()}
+    with Consumer(
+        args.bootstrap, group_id=args.group, enable_auto_commit=False,
+        default_api_timeout_ms=args.api_timeout_ms,
+    ) as consumer:
+        partitions = partitions_to_reset(consumer, args.topic)
+        plan = plan_reset(consumer, partitions, committed, spec)
+        if args.execute:
+            consumer.commit(offsets=plan)
+    rows = [
+        {"topic": tp.topic, "partition": tp.partition, "current_offset": committed.get(tp),
+         "new_offset": offset}
+        for tp, offset in sorted(plan.items())
+    ]
+    if args.json:
+        output.json({"group": args.group, "executed": bool(args.execute), "offsets": rows})
+    else:
+        output.table(
+            f"group {args.group}: reset {spec.to.value}"
+            + ("" if args.execute else " (dry run: --execute to commit)"),
+            ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"),
+            [(args.group, r["topic"], r["partition"],
+              "-" if r["current_offset"] is None else r["current_offset"], r["new_offset"])
+             for r in rows],
+        )
+    return 0
+
+
+def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+        results = admin.delete_groups(args.groups)
+    if args.json:
+        output.json({g: None if e is None else str(e) for g, e in results.items()})
+    failed = False
+    for group_id, error in results.items():
+        if error is None:
+            if not args.json:
+                output.out.write(f"deleted group {group_id!r}\n")
+            continue
+        failed = True
+        if isinstance(error, NonEmptyGroupError):
+            output.note(f"odradek: error: group {group_id!r} has members; delete needs an "
+                        "Empty group -- stop its consumers first")
+        elif isinstance(error, GroupIdNotFoundError):
+            output.note(f"odradek: error: group {group_id!r} does not exist")
+        else:
+            output.note(f"odradek: error: {error}")
+    return 1 if failed else 0

@@ -1,0 +1,450 @@
+"""``odradek demo``: a consumer group at work, narrated as it happens.
+
+It starts a broker in a temporary directory (unless given ``--bootstrap``), creates a topic, starts
+consumers of one group -- each a process of its own running ``python -m client.demo member`` --
+and produces a steady stream. Then it stops one consumer (it closes, so it leaves the group and
+the others rebalance at once) and starts it again. Each member's state changes and partitions,
+and the group's state and generation as the coordinator reports them, are printed when they
+change; the run ends with ``odradek groups describe``. Everything it started is stopped by PID,
+and the temporary directory removed, however it ends.
+
+One thread: child output is read through ``selectors`` between the producer's sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from client.admin import Admin
+from client.consumer import Consumer
+from client.errors import ClientError
+from client.group_admin import GroupAdmin, GroupDescription
+from client.producer import Producer
+from client.records import TopicPartition
+from client.subscription import ConsumerRebalanceListener
+from protocol.errors import GroupIdNotFoundError, TopicAlreadyExistsError
+
+if TYPE_CHECKING:  # client.cli imports this module
+    from client.cli import Output
+
+STOP_TIMEOUT = 15.0
+SETTLE_TIMEOUT = 60.0
+_BROKER_START_TIMEOUT = 30.0
+_LISTENING = " listening on "
+
+
+class DemoError(ClientError):
+    """The demo could not run: the broker did not start, a consumer died, a phase timed out."""
+
+
+def add_demo_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="watch a consumer group rebalance: a broker, a topic, consumers, a stream",
+        description="Start a broker in a temporary directory (or use --bootstrap), create a "
+        "topic, start consumers of one group as processes, produce a steady stream, stop one "
+        "consumer and start it again -- printing each state change -- and end with the "
+        "group's describe table. Cleans up everything it started.",
+    )
+    demo.add_argument("--bootstrap", metavar="HOST:PORT",
+                      help="use this broker instead of starting one")
+    demo.add_argument("--topic", default="demo", help="topic to use (default: %(default)s)")
+    demo.add_argument("--group", default="demo-group", help="group id (default: %(default)s)")
+    demo.add_argument("--partitions", type=int, default=6, help="partitions (default: 6)")
+    demo.add_argument("--consumers", type=int, default=3, help="consumers (default: 3)")
+    demo.add_argument("--rate", type=int, default=200,
+                      help="messages produced per second (default: %(default)s)")
+    demo.add_argument("--phase-seconds", type=float, default=3.0,
+                      help="how long each phase streams once the group is steady (default: 3)")
+    demo.set_defaults(run=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace, output: Output) -> int:
+    if args.partitions < 1 or args.consumers < 2 or args.rate < 1:
+        output.note("odradek: error: the demo needs --partitions >= 1, --consumers >= 2 and "
+                    "--rate >= 1")
+        return 1
+    with Demo(args, output) as demo:
+        demo.run()
+    return 0
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class Child:
+    """A process whose stdout lines are read without blocking; stopped by its PID only."""
+
+    def __init__(self, name: str, argv: Sequence[str], stderr: IO[bytes] | int) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr
+        )
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout
+        os.set_blocking(self.stdout.fileno(), False)
+        self._partial = b""
+
+    def read_lines(self) -> list[str]:
+        try:
+            data = os.read(self.stdout.fileno(), 65536)
+        except BlockingIOError:
+            return []
+        if not data:
+            return []
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        return [line.decode("utf-8", "replace") for line in lines]
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> list[str]:
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout``; the lines it wrote
+        meanwhile."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout)
+        os.set_blocking(self.stdout.fileno(), True)
+        rest = (self._partial + self.stdout.read()).decode("utf-8", "replace")
+        self._partial = b""
+        self.stdout.close()
+        return rest.splitlines()
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace, output: Output) -> None:
+        self.args = args
+        self.output = output
+        self.bootstrap: str = args.bootstrap or ""
+        self._selector = selectors.DefaultSelector()
+        self._children: dict[str, Child] = {}
+        self._broker: Child | None = None
+        self._tmp: str | None = None
+        self._started = time.monotonic()
+        self._owned: dict[str, tuple[int, list[str]]] = {}  # member -> generation, partitions
+        self._consumed: dict[str, int] = {}  # by the member's current process
+        self._consumed_before: dict[str, int] = {}  # by its earlier processes
+        self._next_lag_look = 0.0
+        self._group_seen: tuple[str, int, int] | None = None
+        self._group: GroupDescription | None = None
+        self._next_group_look = 0.0
+        self._produced = 0
+        self._producer: Producer | None = None
+        self._admin: GroupAdmin | None = None
+
+    # ------------------------------------------------------------------------- phases
+
+    def run(self) -> None:
+        args = self.args
+        if not self.bootstrap:
+            self._start_broker()
+        self._create_topic()
+        self._producer = Producer(self.bootstrap, linger_ms=20)
+        self._admin = GroupAdmin(self.bootstrap, timeout_ms=10_000)
+        names = [f"c{i + 1}" for i in range(args.consumers)]
+        self.say("demo", f"starting {len(names)} consumers of group {args.group!r}")
+        for name in names:
+            self._start_member(name)
+        self._stream_until(lambda: self._steady_with(names), "all consumers to share the topic")
+        self._stream_for(args.phase_seconds)
+
+        leaving, staying = names[-1], names[:-1]
+        self.say("demo", f"stopping {leaving}: it commits and leaves, so the others rebalance "
+                         "at once")
+        self._stop_member(leaving)
+        self._stream_until(lambda: self._steady_with(staying), f"{leaving}'s partitions to move")
+        self._stream_for(args.phase_seconds)
+
+        self.say("demo", f"starting {leaving} again")
+        self._start_member(leaving)
+        self._stream_until(lambda: self._steady_with(names), f"{leaving} to get partitions back")
+        self._stream_for(args.phase_seconds)
+
+        self._producer.flush()
+        self._stream_until(self._caught_up, "the consumers to catch up", produce=False,
+                           timeout=15.0, required=False)
+        self.say("demo", f"produced {self._produced} messages; consumed " + ", ".join(
+            f"{n}={self._consumed_total(n)}" for n in sorted(self._consumed)))
+        self.output.out.write("\n")
+        self.output.out.flush()
+        self._describe()
+
+    def _steady_with(self, names: list[str]) -> bool:
+        group = self._group
+        if group is None or group.state != "Steady" or len(group.members) != len(names):
+            return False
+        generations = {self._owned.get(n, (-1, []))[0] for n in names}
+        return generations == {group.generation}
+
+    def _caught_up(self) -> bool:
+        """Every partition's committed offset has reached its log end (auto-commit runs
+        every second)."""
+        assert self._admin is not None
+        if self._group is None or time.monotonic() < self._next_lag_look:
+            return False
+        self._next_lag_look = time.monotonic() + 0.5
+        lags = [p.lag for p in self._admin.group_lag(self._group)]
+        return len(lags) == self.args.partitions and all(lag == 0 for lag in lags)
+
+    def _consumed_total(self, name: str) -> int:
+        return self._consumed_before.get(name, 0) + self._consumed.get(name, 0)
+
+    def _describe(self) -> None:
+        from client.cli import build_parser  # client.cli imports this module
+
+        args = build_parser().parse_args(
+            ["groups", "describe", self.args.group, "--bootstrap", self.bootstrap]
+        )
+        args.run(args, self.output)
+
+    # ----------------------------------------------------------------------- plumbing
+
+    def say(self, who: str, text: str) -> None:
+        elapsed = time.monotonic() - self._started
+        self.output.out.write(f"[{elapsed:5.1f}s] {who:<6} {text}\n")
+        self.output.out.flush()
+
+    def _start_broker(self) -> None:
+        self._tmp = tempfile.mkdtemp(prefix="odradek-demo-")
+        log = open(os.path.join(self._tmp, "broker.log"), "wb")  # noqa: SIM115 - the child's
+        argv = [sys.executable, "-m", "broker", "start", "--host", "127.0.0.1", "--port", "0",
+                "--data-dir", os.path.join(self._tmp, "data")]
+        self._broker = Child("broker", argv, log)
+        log.close()
+        deadline = time.monotonic() + _BROKER_START_TIMEOUT
+        lines: list[str] = []
+        while not lines:
+            if not self._broker.running or time.monotonic() > deadline:
+                raise DemoError(f"the broker did not start; see {self._tmp}/broker.log")
+            selectors_ready = select_readable(self._broker.stdout, 0.1)
+            if selectors_ready:
+                lines = self._broker.read_lines()
+        first = lines[0]
+        if _LISTENING not in first:
+            raise DemoError(f"unexpected first line from the broker: {first!r}")
+        self.bootstrap = first.split(_LISTENING, 1)[1].strip()
+        self.say("broker", f"started in {self._tmp} (pid {self._broker.proc.pid}), "
+                           f"listening on {self.bootstrap}")
+
+    def _create_topic(self) -> None:
+        args = self.args
+        with Admin(self.bootstrap, timeout_ms=10_000) as admin:
+            try:
+                admin.create_topic(args.topic, args.partitions)
+                self.say("demo", f"created topic {args.topic!r} with {args.partitions} "
+                                 "partitions")
+            except TopicAlreadyExistsError:
+                self.say("demo", f"topic {args.topic!r} exists already; using it")
+
+    def _start_member(self, name: str) -> None:
+        argv = [sys.executable, "-m", "client.demo", "member", "--bootstrap", self.bootstrap,
+                "--group", self.args.group, "--topic", self.args.topic, "--name", name]
+        child = Child(name, argv, subprocess.DEVNULL)
+        self._children[name] = child
+        self._selector.register(child.stdout, selectors.EVENT_READ, child)
+
+    def _stop_member(self, name: str) -> None:
+        child = self._children.pop(name)
+        self._selector.unregister(child.stdout)
+        for line in child.stop():
+            self._on_member_line(name, line)
+
+    def _stream_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        self._stream_until(lambda: time.monotonic() >= end, "", timeout=seconds + 5.0)
+
+    def _stream_until(
+        self,
+        done: Callable[[], bool],
+        what: str,
+        *,
+        produce: bool = True,
+        timeout: float = SETTLE_TIMEOUT,
+        required: bool = True,
+    ) -> None:
+        """Produce at ``--rate``, print what children and the group report, until ``done()``."""
+        assert self._producer is not None
+        deadline = time.monotonic() + timeout
+        interval = 1.0 / self.args.rate
+        next_send = time.monotonic()
+        while not done():
+            now = time.monotonic()
+            if now > deadline:
+                if required:
+                    raise DemoError(f"gave up waiting for {what} after {timeout:g} s")
+                return
+            for name, child in list(self._children.items()):
+                if not child.running:
+                    raise DemoError(f"consumer {name} exited with status {child.proc.poll()}")
+            if produce:
+                while next_send <= now:
+                    self._producer.send(self.args.topic, b"message %d" % self._produced,
+                                        key=str(self._produced).encode())
+                    self._produced += 1
+                    next_send += interval
+            self._producer.poll(0)
+            for key, _ in self._selector.select(min(0.02, max(next_send - now, 0.0))):
+                child = key.data
+                for line in child.read_lines():
+                    self._on_member_line(child.name, line)
+            self._look_at_group()
+
+    def _on_member_line(self, name: str, line: str) -> None:
+        try:
+            event: dict[str, Any] = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        kind = event.get("event")
+        if kind == "state":
+            reason = f" ({event['reason']})" if event["reason"] else ""
+            self.say(name, f"{event['from']} -> {event['to']}{reason}")
+        elif kind == "assigned":
+            self._owned[name] = (event["generation"], event["partitions"])
+            owned = ", ".join(event["partitions"]) or "nothing"
+            self.say(name, f"owns {owned} (generation {event['generation']})")
+        elif kind == "progress":
+            self._consumed[name] = event["consumed"]
+        elif kind == "closed":
+            self._owned.pop(name, None)
+            self._consumed_before[name] = self._consumed_before.get(name, 0) + event["consumed"]
+            self._consumed[name] = 0
+            self.say(name, f"closed after consuming {event['consumed']} messages")
+
+    def _look_at_group(self) -> None:
+        now = time.monotonic()
+        if now < self._next_group_look or self._admin is None:
+            return
+        self._next_group_look = now + 0.2
+        try:
+            group = self._admin.describe_group(self.args.group)
+        except GroupIdNotFoundError:
+            return
+        self._group = group
+        seen = (group.state, group.generation, len(group.members))
+        if seen != self._group_seen:
+            self._group_seen = seen
+            self.say("group", f"{group.state}, generation {group.generation}, "
+                              f"{len(group.members)} member(s)")
+
+    # ------------------------------------------------------------------------ cleanup
+
+    def __enter__(self) -> Demo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self._children.values():
+            child.stop()
+        self._children.clear()
+        with contextlib.suppress(ClientError):
+            if self._producer is not None:
+                self._producer.close(timeout=5.0)
+        if self._admin is not None:
+            self._admin.close()
+        if self._broker is not None:
+            self._broker.stop()
+            self.say("broker", "stopped")
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._selector.close()
+
+
+def select_readable(stream: IO[bytes], timeout: float) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
+
+
+# ------------------------------------------------------------------------------ member
+
+
+class _Narrator(ConsumerRebalanceListener):
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        _emit(event="assigned", generation=self.consumer.generation,
+              partitions=[str(tp) for tp in sorted(assigned)])
+
+
+def run_member(argv: Sequence[str]) -> int:
+    """One demo consumer: poll, report state changes, assignments and progress as JSON lines;
+    SIGTERM closes it (commit, leave the group)."""
+    parser = argparse.ArgumentParser(prog="python -m client.demo member")
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--name", required=True)
+    args = parser.parse_args(argv)
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    consumed = 0
+    narrate_state_changes()
+    # Heartbeats every half second: the others hear of a rebalance within that.
+    consumer = Consumer(args.bootstrap, group_id=args.group, client_id=args.name,
+                        auto_offset_reset="earliest", auto_commit_interval_ms=1_000,
+                        session_timeout_ms=6_000, heartbeat_interval_ms=500)
+    try:
+        consumer.subscribe([args.topic], listener=_Narrator(consumer))
+        next_report = 0.0
+        while not stopping:
+            consumed += len(consumer.poll(timeout_ms=100))
+            if time.monotonic() >= next_report:
+                next_report = time.monotonic() + 0.5
+                _emit(event="progress", consumed=consumed)
+    finally:
+        consumer.close()
+        _emit(event="progress", consumed=consumed)
+        _emit(event="closed", consumed=consumed)
+    return 0
+
+
+class _StateChanges(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        change = getattr(record, "consumer_state", None)
+        if change is not None:
+            _emit(event="state", **{"from": change["from_state"], "to": change["to_state"],
+                                    "reason": change["reason"]})
+
+
+def narrate_state_changes() -> None:
+    """Print each of this process's consumer state changes as an event line."""
+    log = logging.getLogger("odradek.consumer")
+    log.addHandler(_StateChanges())
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _emit(**event: Any) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["member"]:
+        sys.exit("usage: python -m client.demo member --bootstrap ... (started by odradek demo)")
+    sys.exit(run_member(sys.argv[2:]))

@@ -1,0 +1,265 @@
+"""``GroupAdmin``: consumer groups as an operator sees them.
+
+Which broker coordinates a group (FindCoordinator), every group and its state (ListGroups on
+each broker), a group's generation, strategy, members and assignments (DescribeGroups), its
+committed offsets (OffsetFetch) against each partition's log end (ListOffsets) -- the lag -- and
+deleting Empty groups (DeleteGroups).
+
+Each call blocks, driving the sockets itself, up to ``timeout_ms``. A coordinator that is
+loading, has moved or is not elected yet (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE) is found and asked again after a short backoff until then, so a
+command run right after a broker starts gets the whole answer; other errors raise their typed
+``BrokerError``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from client.errors import ConfigError, IllegalStateError, partition_error
+from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker
+from client.network import NetworkClient
+from client.offsets import LATEST, list_offsets
+from client.records import TopicPartition
+from protocol.apis import ApiKey
+from protocol.errors import BrokerError, ErrorCode
+
+#: answers that mean "find the coordinator and ask again shortly"
+RETRY_LATER = frozenset({
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+})
+RETRY_BACKOFF = 0.1
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    coordinator: int  # broker id
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    subscription: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    strategy: str
+    generation: int
+    coordinator: BrokerInfo
+    members: tuple[MemberDescription, ...]
+
+
+class CommittedOffset(NamedTuple):
+    offset: int
+    metadata: str | None
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition a group owns or has committed: who owns it, where the group is, where the
+    log ends. None where there is nothing: no owner, no commit, no such partition any more."""
+
+    partition: TopicPartition
+    owner: str | None
+    committed: CommittedOffset | None
+    log_end: int | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(self.log_end - self.committed.offset, 0)
+
+
+class GroupAdmin:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str = "odradek-admin",
+        request_timeout_ms: int = 30_000,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        try:
+            self._network = NetworkClient(
+                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            )
+        except ValueError as exc:
+            raise ConfigError(f"bootstrap: {exc}") from None
+        self._metadata = MetadataTracker(self._network)
+        self._metadata.track_all_topics()
+        self._timeout = timeout_ms / 1000
+        self._closed = False
+
+    # ---------------------------------------------------------------------------- queries
+
+    def find_coordinator(self, group_id: str) -> BrokerInfo:
+        return self._find(group_id, self._deadline())
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group of every broker, sorted by id."""
+        deadline = self._deadline()
+        brokers = self._refresh().brokers
+        listings = []
+        for node in sorted(brokers):
+            while True:
+                answer = self._send(node, ApiKey.LIST_GROUPS, {}, deadline)
+                if answer["error_code"] in RETRY_LATER:
+                    self._back_off(answer["error_code"], f"broker {node}", deadline)
+                    continue
+                if answer["error_code"]:
+                    raise partition_error(f"broker {node}", answer["error_code"])
+                listings += [GroupListing(g["group_id"], g["state"], node)
+                             for g in answer["groups"]]
+                break
+        return sorted(listings, key=lambda g: g.group_id)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """State, strategy, generation and members; ``GroupIdNotFoundError`` if none exists."""
+        coordinator, answer = self._ask_coordinator(
+            group_id, ApiKey.DESCRIBE_GROUPS, {"group_ids": [group_id]},
+            lambda body: body["groups"][0]["error_code"],
+        )
+        group = answer["groups"][0]
+        if group["error_code"]:
+            raise partition_error(f"group {group_id!r}", group["error_code"])
+        members = tuple(
+            MemberDescription(
+                m["member_id"], m["client_id"], m["client_host"], m["session_timeout_ms"],
+                tuple(m["subscription"]),
+                tuple(TopicPartition(a["topic"], p) for a in m["assignment"]
+                      for p in a["partitions"]),
+            )
+            for m in group["members"]
+        )
+        return GroupDescription(group_id, group["state"], group["assignment_strategy"],
+                                group["generation_id"], coordinator, members)
+
+    def committed_offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        """Every offset the group has committed."""
+        _, answer = self._ask_coordinator(
+            group_id, ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": None},
+            lambda body: body["error_code"],
+        )
+        if answer["error_code"]:
+            raise partition_error(f"group {group_id!r}", answer["error_code"])
+        return {
+            TopicPartition(t["name"], p["partition"]): CommittedOffset(p["offset"], p["metadata"])
+            for t in answer["topics"] for p in t["partitions"] if p["offset"] >= 0
+        }
+
+    def group_lag(self, group: GroupDescription) -> list[PartitionLag]:
+        """For each partition the group's members own or it has committed: owner, committed
+        offset, log end offset (ListOffsets latest) and lag, sorted by partition."""
+        owners = {tp: m.member_id for m in group.members for tp in m.assignment}
+        committed = self.committed_offsets(group.group_id)
+        partitions = sorted(set(owners) | set(committed))
+        topics = self._refresh().topics
+        existing = [  # ListOffsets would wait out the timeout for a partition that is gone
+            tp for tp in partitions
+            if tp.topic in topics and tp.partition in topics[tp.topic].partitions
+        ]
+        ends = list_offsets(self._metadata, dict.fromkeys(existing, LATEST), self._timeout)
+        return [
+            PartitionLag(tp, owners.get(tp), committed.get(tp),
+                         ends[tp].offset if tp in ends else None)
+            for tp in partitions
+        ]
+
+    # --------------------------------------------------------------------------- changes
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, BrokerError | None]:
+        """Delete Empty groups and their offsets; each group's result is None or its typed
+        error (``NonEmptyGroupError``, ``GroupIdNotFoundError``)."""
+        results: dict[str, BrokerError | None] = {}
+        for group_id in dict.fromkeys(group_ids):
+            _, answer = self._ask_coordinator(
+                group_id, ApiKey.DELETE_GROUPS, {"group_ids": [group_id]},
+                lambda body: body["results"][0]["error_code"],
+            )
+            code = answer["results"][0]["error_code"]
+            results[group_id] = partition_error(f"group {group_id!r}", code) if code else None
+        return results
+
+    # --------------------------------------------------------------------------- helpers
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._timeout
+
+    def _refresh(self) -> ClusterMetadata:
+        self._check_open()
+        return self._metadata.refresh(self._timeout)
+
+    def _send(self, node: int, api: ApiKey, body: dict[str, Any], deadline: float) -> Any:
+        self._check_open()
+        future = self._network.send(node, api, body)
+        return future.result(max(deadline - time.monotonic(), 0.001))
+
+    def _back_off(self, code: int, where: str, deadline: float) -> None:
+        """Wait before asking again, or raise the error when there is no time for that."""
+        if time.monotonic() + RETRY_BACKOFF > deadline:
+            raise partition_error(where, code)
+        self._network.poll(RETRY_BACKOFF)
+
+    def _find(self, group_id: str, deadline: float) -> BrokerInfo:
+        while True:
+            node = self._network.least_loaded_node()
+            answer = self._send(node, ApiKey.FIND_COORDINATOR, {"group_id": group_id}, deadline)
+            code = answer["error_code"]
+            if code == ErrorCode.NONE:
+                found = BrokerInfo(answer["node_id"], answer["host"], answer["port"])
+                self._network.set_brokers({found.node_id: (found.host, found.port)})
+                return found
+            if code not in RETRY_LATER:
+                raise partition_error(f"group {group_id!r}", code, answer["error_message"])
+            self._back_off(code, f"group {group_id!r}", deadline)
+
+    def _ask_coordinator(
+        self, group_id: str, api: ApiKey, body: dict[str, Any],
+        code_of: Callable[[dict[str, Any]], int],
+    ) -> tuple[BrokerInfo, dict[str, Any]]:
+        """The group's coordinator and its answer, asking again while ``code_of(answer)`` is
+        one of ``RETRY_LATER``."""
+        deadline = self._deadline()
+        while True:
+            coordinator = self._find(group_id, deadline)
+            answer = self._send(coordinator.node_id, api, body, deadline)
+            code = code_of(answer)
+            if code not in RETRY_LATER:
+                return coordinator, answer
+            self._back_off(code, f"group {group_id!r}", deadline)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._network.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("group admin client is closed")
+
+    def __enter__(self) -> GroupAdmin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,128 @@
+"""A group member in its own process, for integration tests: ``python -m tests.groups.member``.
+
+It subscribes, polls, and prints one JSON object per line on stdout for everything a test checks:
+``assigned`` / ``revoked`` (with generation and member id), ``records`` ([partition key, offset,
+value] triples), ``committed``, ``commit_failed``, ``state`` changes. SIGTERM closes it cleanly
+(commit, leave); SIGUSR1 makes it stop calling ``poll()`` for ``--pause-ms``, then commit -- a
+consumer that stalled past its session timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from client import CommitFailedError, Consumer, ConsumerRebalanceListener, TopicPartition
+
+
+def emit(**event: Any) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def tp_key(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+class Reporter(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.consumer: Consumer | None = None
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        assert self.consumer is not None
+        emit(event="revoked", generation=self.consumer.generation,
+             partitions=sorted(map(tp_key, revoked)))
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        assert self.consumer is not None
+        emit(event="assigned", generation=self.consumer.generation,
+             member=self.consumer.member_id, partitions=sorted(map(tp_key, assigned)),
+             t=time.monotonic())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topics", nargs="*", default=[])
+    parser.add_argument("--pattern")
+    parser.add_argument("--commit", choices=["sync", "auto"], default="sync")
+    parser.add_argument("--session-timeout-ms", type=int, default=3_000)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=300)
+    parser.add_argument("--metadata-max-age-ms", type=int, default=300_000)
+    parser.add_argument("--max-poll-records", type=int, default=200)
+    parser.add_argument("--pause-ms", type=int, default=0)
+    args = parser.parse_args()
+
+    stop = False
+    pause = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    def on_usr1(signum: int, frame: object) -> None:
+        nonlocal pause
+        pause = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_usr1)
+    reporter = Reporter()
+    consumer = Consumer(
+        args.bootstrap,
+        group_id=args.group,
+        client_id=f"member-{args.group}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=args.commit == "auto",
+        auto_commit_interval_ms=500,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        metadata_max_age_ms=args.metadata_max_age_ms,
+        max_poll_records=args.max_poll_records,
+        fetch_max_wait_ms=100,
+    )
+    reporter.consumer = consumer
+    if args.pattern:
+        consumer.subscribe(pattern=args.pattern, listener=reporter)
+    else:
+        consumer.subscribe(args.topics, listener=reporter)
+    emit(event="started")
+    state = None
+    try:
+        while not stop:
+            if pause:
+                pause = False
+                emit(event="paused")
+                time.sleep(args.pause_ms / 1000)  # deliberately not polling: no heartbeats
+                try:
+                    consumer.commit()
+                    emit(event="committed_after_pause")
+                except CommitFailedError as exc:
+                    emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
+            records = consumer.poll(timeout_ms=100)
+            if consumer.state.value != state:
+                state = consumer.state.value
+                emit(event="state", state=state, generation=consumer.generation)
+            if not records:
+                continue
+            emit(event="records", generation=consumer.generation,
+                 records=[[f"{r.topic}-{r.partition}", r.offset, (r.value or b"").decode()]
+                          for r in records])
+            if args.commit == "sync":
+                try:
+                    consumer.commit()
+                    emit(event="committed")
+                except CommitFailedError as exc:
+                    emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
+    finally:
+        consumer.close()
+        emit(event="closed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
