@@ -17,6 +17,7 @@ from broker.settings import (
 )
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_defaults_are_the_embedded_broker() -> None:
@@ -87,4 +88,10 @@ def test_command_line_flags_are_the_listed_ones() -> None:
 def test_operations_doc_lists_every_setting() -> None:
     assert settings_markdown() in DOC.read_text(), (
         "docs/operations.md is out of date: paste broker.settings.settings_markdown() into it"
+    )
+
+
+def test_readme_lists_every_setting() -> None:
+    assert settings_markdown() in README.read_text(), (
+        "README.md's Settings section is out of date: paste broker.settings.settings_markdown()"
     )
