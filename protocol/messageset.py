@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from functools import lru_cache
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, compress, decompress
@@ -310,6 +310,13 @@ def open_wrapper(
     entry: Entry, *, verify_crc: bool = True, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> list[Entry]:
     """The inner entries of a compressed wrapper, with absolute offsets."""
+    inner = _inner_entries(entry, verify_crc, limit)
+    shift = entry.offset - inner[-1].offset
+    return [e._replace(offset=e.offset + shift) for e in inner]
+
+
+def _inner_entries(entry: Entry, verify_crc: bool, limit: int) -> list[Entry]:
+    """The checked inner entries of a compressed wrapper, their offsets as stored."""
     if entry.value is None:
         raise MessageFormatError(
             "compressed wrapper has a null value", offset=entry.offset, position=entry.position
@@ -329,15 +336,11 @@ def open_wrapper(
             offset=entry.offset,
             position=entry.position,
         )
-    shift = entry.offset - inner[-1].offset
-    result = []
-    for e in inner:
-        if e.attributes & CODEC_MASK:
-            raise MessageFormatError(
-                "nested compression is not allowed", offset=entry.offset, position=entry.position
-            )
-        result.append(e._replace(offset=e.offset + shift))
-    return result
+    if any(map(CODEC_MASK.__and__, map(attrgetter("attributes"), inner))):
+        raise MessageFormatError(
+            "nested compression is not allowed", offset=entry.offset, position=entry.position
+        )
+    return inner
 
 
 def _decode_plain(data: bytes, verify_crc: bool) -> tuple[list[Message], int]:
@@ -514,7 +517,7 @@ def count_messages(entry: Entry, *, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES)
     """How many offsets an entry occupies: 1, or the size of a wrapper's inner set."""
     if not entry.attributes & CODEC_MASK:
         return 1
-    return len(open_wrapper(entry, limit=limit))
+    return len(_inner_entries(entry, True, limit))  # checked, but not renumbered
 
 
 def set_offset(buf: bytearray | memoryview, position: int, offset: int) -> None:

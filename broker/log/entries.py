@@ -6,10 +6,13 @@ headers and lengths in place, checks the CRC over the bytes it covers and copies
 keeps. It never raises for bad bytes: it stops and says why, because recovery truncates where a
 producer's request is rejected.
 
-The result is a set of columns (positions, offsets, sizes, ...), not one object per entry, and
-runs of same-shaped entries -- plain v1 messages with equal key and value lengths, which sit at a
-fixed stride -- are checked column-wise by C calls (``iter_unpack``, ``tuple.count``, ``map``):
-per-message Python work is what makes a Python log slow.
+The result is a set of columns (positions, offsets, sizes, ...), not one object per entry. Well
+formed v1 entries -- nearly all there are -- take a fast path: one precompiled unpack per entry,
+and runs of same-shaped entries (equal key and value lengths, so a fixed stride) are checked
+column-wise by C calls (extended slices, ``lstrip``, one ``unpack`` per column, ``map``): per
+message only its CRC is computed. Anything else (v0 entries, invalid ones) goes through the
+careful one-entry check, which names what is wrong. Every path makes every check; the tests
+hold the scan to the codec's general reader, entry for entry and error for error.
 """
 
 from __future__ import annotations
@@ -17,20 +20,25 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import islice
+from itertools import islice, repeat
 from operator import itemgetter, lt
 from typing import NamedTuple
 
 from protocol.compression import Codec
-from protocol.messageset import CODEC_MASK, LOG_OVERHEAD, MIN_SIZE, crc32
+from protocol.messageset import CODEC_MASK, HEADER_V1, LOG_OVERHEAD, MIN_SIZE, crc32
 
-_HEAD_V1 = struct.Struct(">qiIBBqi")  # offset, size, crc, magic, attributes, timestamp, klen
+# offset, size, crc, magic, attributes, timestamp, key length, and the value length where it
+# is when the key is null (the common case)
+_HEAD_V1 = struct.Struct(">qiIBBqii")
 _OFFSET_SIZE = struct.Struct(">qi")
 _CRC_MAGIC_ATTR = struct.Struct(">IBB")
+_TIMESTAMP_KEY_LENGTH = struct.Struct(">qi")
+_RUN_SHAPE = struct.Struct(">iBBii")  # size, magic, attributes, key length, value length
 _INT32 = struct.Struct(">i")
 _MAX_CODEC = max(Codec)
-_RUN_FIRST = 8
-_RUN_MAX = 1024
+_CRC_START = 16  # the CRC covers the entry from its magic byte on
+_RUN_FIRST = 16  # chunks of a run: the first, then four times larger up to the last
+_RUN_MAX = 4096
 
 
 class Scan(NamedTuple):
@@ -48,12 +56,23 @@ class Scan(NamedTuple):
     bad_crc: bool  # the entry at ``end`` is whole and well sized but fails its CRC
 
 
-@lru_cache(maxsize=256)
-def _run_layout(key_length: int, value_length: int) -> tuple[struct.Struct, struct.Struct]:
-    """Structs over one entry of this shape: its header fields (key and value skipped), and
-    the bytes its CRC covers."""
-    fields = struct.Struct(f">qiIBBqi{max(key_length, 0)}xi{max(value_length, 0)}x")
-    return fields, struct.Struct(f">16x{fields.size - 16}s")
+class _Columns(NamedTuple):
+    """The columns of a Scan while it is built."""
+
+    positions: list[int]
+    offsets: list[int]
+    sizes: list[int]
+    magics: list[int]
+    attributes: list[int]
+    timestamps: list[int]
+    key_lengths: list[int]
+
+
+class _Invalid(NamedTuple):
+    """Why an entry is invalid, as ``Scan.error`` and ``Scan.bad_crc`` report it."""
+
+    reason: str
+    bad_crc: bool
 
 
 def scan_entries(
@@ -69,143 +88,210 @@ def scan_entries(
     of ``len(data)``) or at the first invalid one (``error`` says why). With ``after_offset``,
     offsets must also increase strictly from it on, as they do in a stored segment.
     """
+    buf = data if isinstance(data, bytes | bytearray) else bytes(data)  # for extended slices
+    found = _Columns([], [], [], [], [], [], [])
+    pos, last = start, after_offset
+    while True:
+        pos, last = _scan_v1(buf, pos, verify_crc, last, found)
+        entry = _check_one(buf, pos, verify_crc, last)
+        if entry is None or isinstance(entry, _Invalid):
+            break
+        for column, value in zip(found, (pos, *entry), strict=True):
+            column.append(value)
+        pos += entry[1]
+        if last is not None:
+            last = entry[0]
+    return Scan(
+        *found,
+        pos,
+        entry.reason if entry is not None else None,
+        entry.bad_crc if entry is not None else False,
+    )
+
+
+def _scan_v1(
+    data: bytes | bytearray,
+    pos: int,
+    verify_crc: bool,
+    last: int | None,
+    found: _Columns,
+) -> tuple[int, int | None]:
+    """Add the valid v1 entries from ``pos`` on to ``found``, as far as they go; returns where
+    they end (at anything else: ``_check_one`` looks at it) and the last offset if ``last`` was
+    given. Every check of ``_check_one`` is made here too."""
     view = memoryview(data)
     n = len(data)
-    positions: list[int] = []
-    offsets: list[int] = []
-    sizes: list[int] = []
-    magics: list[int] = []
-    attributes_col: list[int] = []
-    timestamps: list[int] = []
-    key_lengths: list[int] = []
-    head_v1 = _HEAD_V1.unpack_from
-    offset_size = _OFFSET_SIZE.unpack_from
-    crc_magic_attr = _CRC_MAGIC_ATTR.unpack_from
+    head = _HEAD_V1.unpack_from
     int32 = _INT32.unpack_from
-    min_v0, min_v1 = MIN_SIZE[0], MIN_SIZE[1]
-    last = after_offset
-    pos = start
-    error = None
-    bad_crc = False
-    run_chunk = _RUN_FIRST
-    while pos + LOG_OVERHEAD <= n:
-        offset, size = offset_size(data, pos)
-        if size < min_v0:
-            error = f"entry size {size} is below the minimum {min_v0}"
+    positions, offsets, sizes, magics, attributes_col, timestamps, key_lengths = found
+    while pos + HEADER_V1 <= n:
+        offset, size, crc, magic, attributes, timestamp, klen, vlen = head(data, pos)
+        whole = LOG_OVERHEAD + size
+        end = pos + whole
+        if (
+            magic != 1
+            or size < MIN_SIZE[1]
+            or end > n
+            or attributes & CODEC_MASK > _MAX_CODEC
+            or (last is not None and offset <= last)
+        ):
             break
-        end = pos + LOG_OVERHEAD + size
-        if end > n:
-            break
-        crc, magic, attributes = crc_magic_attr(data, pos + 12)
-        if verify_crc and crc32(view[pos + 16 : end]) != crc:
-            computed = crc32(view[pos + 16 : end])
-            error = f"CRC mismatch: stored {crc:#010x}, computed {computed:#010x}"
-            bad_crc = True
-            break
-        if magic == 1:
-            if size < min_v1:
-                error = f"v1 entry size {size} is below the minimum {min_v1}"
+        if klen != -1:
+            if klen < 0 or pos + HEADER_V1 + klen > end:
                 break
-            timestamp, klen = head_v1(data, pos)[5:]
-            p = pos + 30
-        elif magic == 0:
-            timestamp = -1
-            (klen,) = int32(data, pos + 18)
-            p = pos + 22
+            (vlen,) = int32(data, pos + HEADER_V1 - 4 + klen)
+            room = whole - HEADER_V1 - klen
         else:
-            error = f"unknown magic {magic}"
+            room = whole - HEADER_V1
+        if (vlen != room and (vlen != -1 or room)) or (
+            verify_crc and crc32(view[pos + _CRC_START : end]) != crc
+        ):
             break
-        if attributes & CODEC_MASK > _MAX_CODEC:
-            error = f"unknown compression codec {attributes & CODEC_MASK}"
-            break
-        if klen > 0:
-            p += klen
-        if klen < -1 or p + 4 > end:
-            error = f"key length {klen} does not fit the entry"
-            break
-        (vlen,) = int32(data, p)
-        if (vlen != -1 or p + 4 != end) and (vlen < 0 or p + 4 + vlen != end):
-            error = f"value length {vlen} does not fit the entry"
-            break
-        if last is not None:
-            if offset <= last:
-                error = f"offset {offset} does not follow offset {last}"
-                break
-            last = offset
         positions.append(pos)
         offsets.append(offset)
-        sizes.append(end - pos)
-        magics.append(magic)
+        sizes.append(whole)
+        magics.append(1)
         attributes_col.append(attributes)
         timestamps.append(timestamp)
         key_lengths.append(klen)
+        if last is not None:
+            last = offset
         pos = end
-        # Same-shaped entries follow? Check a stretch of them column-wise.
-        while (
-            magic == 1
-            and not attributes & CODEC_MASK
-            and pos + LOG_OVERHEAD <= n
-            and offset_size(data, pos)[1] == size
+        # Many more entries of this size follow (the first and the last of a first chunk
+        # say so)? Check them as a run.
+        if (
+            end + _RUN_FIRST * whole <= n
+            and int32(data, end + 8)[0] == size
+            and int32(data, end + (_RUN_FIRST - 1) * whole + 8)[0] == size
         ):
-            count = min(run_chunk, (n - pos) // (LOG_OVERHEAD + size))
-            if count < 2:
-                break
-            fields, covered = _run_layout(klen, vlen)
-            run = view[pos : pos + count * fields.size]
-            columns = tuple(zip(*fields.iter_unpack(run), strict=True))
-            r_offsets, r_sizes, r_crcs, r_magics, r_attributes, r_timestamps, r_klens, r_vlens = (
-                columns
-            )
-            good = count
-            if (
-                r_sizes.count(size) != count
-                or r_magics.count(1) != count
-                or r_attributes.count(attributes) != count
-                or r_klens.count(klen) != count
-                or r_vlens.count(vlen) != count
-            ):
-                good = next(
-                    i
-                    for i in range(count)
-                    if (r_sizes[i], r_magics[i], r_attributes[i], r_klens[i], r_vlens[i])
-                    != (size, 1, attributes, klen, vlen)
-                )
-            if verify_crc:
-                computed_crcs = tuple(map(crc32, map(itemgetter(0), covered.iter_unpack(run))))
-                if computed_crcs != r_crcs:
-                    good = min(good, next(i for i in range(count) if computed_crcs[i] != r_crcs[i]))
-            if last is not None:
-                increasing = list(map(lt, (last, *r_offsets), r_offsets))
-                if not all(increasing):
-                    good = min(good, increasing.index(False))
-                if good:
-                    last = r_offsets[good - 1]
+            pos, last = _scan_run(data, pos, whole, attributes, klen, vlen, verify_crc, last, found)
+    return pos, last
+
+
+@lru_cache(maxsize=256)
+def _run_layout(key_length: int, whole: int) -> tuple[tuple[int, ...], struct.Struct]:
+    """For entries of this key length and size: where the bytes of the fields that are equal
+    in a run sit (size, magic, attributes, key and value lengths: ``_RUN_SHAPE``), and a
+    struct reading the bytes each CRC covers."""
+    value_length_at = HEADER_V1 - 4 + max(key_length, 0)
+    equal_at = (*range(8, 12), 16, 17, *range(26, 30), *range(value_length_at, value_length_at + 4))
+    return equal_at, struct.Struct(f">{_CRC_START}x{whole - _CRC_START}s")
+
+
+def _scan_run(
+    data: bytes | bytearray,
+    pos: int,
+    whole: int,
+    attributes: int,
+    klen: int,
+    vlen: int,
+    verify_crc: bool,
+    last: int | None,
+    found: _Columns,
+) -> tuple[int, int | None]:
+    """Add the stretch of entries at ``pos`` shaped like the one before it (v1, same size,
+    attributes, key and value lengths), as far as it goes; returns where it ends.
+
+    Entries of one shape sit at a fixed stride, so each byte of a header field, over a chunk
+    of them, is one extended slice: the bytes of the fields that must be equal are checked
+    with ``lstrip``, and offsets, stored CRCs and timestamps are gathered field by field and
+    read or compared in one call each. Per entry only its CRC is computed. Chunks start small
+    and grow, so a short run costs little more than the entry-at-a-time path."""
+    view = memoryview(data)
+    equal_at, covered = _run_layout(klen, whole)
+    shape = _RUN_SHAPE.pack(whole - LOG_OVERHEAD, 1, attributes, klen, vlen)
+    expected = [shape[i : i + 1] for i in range(len(shape))]
+    chunk = _RUN_FIRST
+    while (count := min(chunk, (len(data) - pos) // whole)) > 1:
+        stop = pos + count * whole
+        good = count
+        for at, byte in zip(equal_at, expected, strict=True):
+            column = data[pos + at : stop : whole]
+            good = min(good, len(column) - len(column.lstrip(byte)))
+        if verify_crc:
+            bodies = map(itemgetter(0), covered.iter_unpack(view[pos:stop]))
+            computed = struct.pack(f">{count}I", *map(crc32, bodies))
+            stored = _gather(data, pos + 12, stop, 4, whole)
+            if computed != stored:
+                good = min(good, _first_difference(computed, stored, 4))
+        offsets = struct.unpack(f">{count}q", _gather(data, pos, stop, 8, whole))
+        if last is not None:
+            increasing = list(map(lt, (last, *offsets), offsets))
+            if not all(increasing):
+                good = min(good, increasing.index(False))
             if good:
-                stride = fields.size
-                positions.extend(range(pos, pos + good * stride, stride))
-                offsets.extend(islice(r_offsets, good))
-                sizes.extend(r_sizes[:good])
-                magics.extend(r_magics[:good])
-                attributes_col.extend(r_attributes[:good])
-                timestamps.extend(islice(r_timestamps, good))
-                key_lengths.extend(r_klens[:good])
-                pos += good * stride
-            if good < count:
-                run_chunk = _RUN_FIRST
-                break  # the one-at-a-time path names what is wrong with the next entry
-            run_chunk = min(run_chunk * 2, _RUN_MAX)
-    return Scan(
-        positions,
-        offsets,
-        sizes,
-        magics,
-        attributes_col,
-        timestamps,
-        key_lengths,
-        pos,
-        error,
-        bad_crc,
-    )
+                last = offsets[good - 1]
+        if good:
+            timestamps = struct.unpack(f">{count}q", _gather(data, pos + 18, stop, 8, whole))
+            found.positions.extend(range(pos, pos + good * whole, whole))
+            found.offsets.extend(islice(offsets, good))
+            found.sizes.extend(repeat(whole, good))
+            found.magics.extend(repeat(1, good))
+            found.attributes.extend(repeat(attributes, good))
+            found.timestamps.extend(islice(timestamps, good))
+            found.key_lengths.extend(repeat(klen, good))
+            pos += good * whole
+        if good < count:
+            break  # the entry-at-a-time path looks at the next entry
+        chunk = min(chunk * 4, _RUN_MAX)
+    return pos, last
+
+
+def _gather(data: bytes | bytearray, start: int, stop: int, width: int, stride: int) -> bytearray:
+    """The ``width``-byte fields at ``start``, ``start + stride``, ... before ``stop``, back to
+    back: one extended slice per byte."""
+    out = bytearray(width * ((stop - start + stride - 1) // stride))
+    for i in range(width):
+        out[i::width] = data[start + i : stop : stride]
+    return out
+
+
+def _first_difference(a: bytes, b: bytes | bytearray, width: int) -> int:
+    """Index of the first ``width``-byte field in which ``a`` and ``b`` differ."""
+    return next(i for i in range(0, len(a), width) if a[i : i + width] != b[i : i + width]) // width
+
+
+def _check_one(
+    data: bytes | bytearray, pos: int, verify_crc: bool, last: int | None
+) -> tuple[int, int, int, int, int, int] | _Invalid | None:
+    """The entry at ``pos``, checked field by field: its offset, whole size, magic,
+    attributes, timestamp and key length; or why it is invalid; None at the end of ``data``
+    or an incomplete entry."""
+    n = len(data)
+    if pos + LOG_OVERHEAD > n:
+        return None
+    offset, size = _OFFSET_SIZE.unpack_from(data, pos)
+    if size < MIN_SIZE[0]:
+        return _Invalid(f"entry size {size} is below the minimum {MIN_SIZE[0]}", False)
+    end = pos + LOG_OVERHEAD + size
+    if end > n:
+        return None
+    crc, magic, attributes = _CRC_MAGIC_ATTR.unpack_from(data, pos + 12)
+    if verify_crc and (computed := crc32(memoryview(data)[pos + _CRC_START : end])) != crc:
+        return _Invalid(f"CRC mismatch: stored {crc:#010x}, computed {computed:#010x}", True)
+    if magic == 1:
+        if size < MIN_SIZE[1]:
+            return _Invalid(f"v1 entry size {size} is below the minimum {MIN_SIZE[1]}", False)
+        timestamp, klen = _TIMESTAMP_KEY_LENGTH.unpack_from(data, pos + 18)
+        p = pos + 30
+    elif magic == 0:
+        timestamp = -1
+        (klen,) = _INT32.unpack_from(data, pos + 18)
+        p = pos + 22
+    else:
+        return _Invalid(f"unknown magic {magic}", False)
+    if attributes & CODEC_MASK > _MAX_CODEC:
+        return _Invalid(f"unknown compression codec {attributes & CODEC_MASK}", False)
+    if klen > 0:
+        p += klen
+    if klen < -1 or p + 4 > end:
+        return _Invalid(f"key length {klen} does not fit the entry", False)
+    (vlen,) = _INT32.unpack_from(data, p)
+    if (vlen != -1 or p + 4 != end) and (vlen < 0 or p + 4 + vlen != end):
+        return _Invalid(f"value length {vlen} does not fit the entry", False)
+    if last is not None and offset <= last:
+        return _Invalid(f"offset {offset} does not follow offset {last}", False)
+    return offset, end - pos, magic, attributes, timestamp, klen
 
 
 def entry_size_at(data: bytes | bytearray | memoryview, position: int) -> int | None:
