@@ -254,7 +254,10 @@ class Output:
             table.add_column(column)
         for row in rows:
             table.add_row(*(str(cell) for cell in row))
-        Console(file=self.out, soft_wrap=True).print(table)
+        console = Console(file=self.out, soft_wrap=True)
+        if not console.is_terminal:  # a pipe or a file: whole values, not cut to 80 columns
+            console.width = 10_000
+        console.print(table)
 
     def note(self, text: str) -> None:
         self.err.write(text + "\n")

@@ -1,7 +1,12 @@
 """``odradek groups list`` and ``odradek groups describe GROUP``: enough to watch the
-coordinator's machines work -- each group's state, generation, strategy and coordinator, its
-members with their subscriptions and assignments, and per partition the owner, committed
-offset, log end offset and lag.
+coordinator's machines work.
+
+``describe`` has the three views of Kafka's ``kafka-consumer-groups --describe``, with its
+column names: by default one row per partition (committed offset, log end, lag and owner) under
+the group's state, generation, strategy and coordinator; ``--members`` one row per member;
+``--state`` one row for the group. ``--json`` prints the same data as JSON. A group without
+members gets a note on stderr, as Kafka's tool prints; a group that does not exist is an error
+naming it (exit 1).
 
 ``add_groups_parser`` adds them (and those of client/cli_group_changes.py) to the ``odradek``
 parser (client/cli.py), sharing its ``--bootstrap`` / ``--api-timeout-ms`` / ``--json``
@@ -15,11 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from client.cli_group_changes import add_group_change_parsers
-from client.group_admin import GroupAdmin, GroupDescription, PartitionLag
-from client.records import TopicPartition
+from client.group_admin import GroupAdmin, GroupDescription, MemberDescription, PartitionLag
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
+
+OFFSET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                  "MEMBER-ID", "HOST", "CLIENT-ID")
+MEMBER_COLUMNS = ("GROUP", "MEMBER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+STATE_COLUMNS = ("GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS")
 
 
 def add_groups_parser(
@@ -39,10 +48,16 @@ def add_groups_parser(
     describe = actions.add_parser(
         "describe",
         parents=parents,
-        help="a group's state, generation, strategy, coordinator, members, assignment, "
-        "committed offsets, log end offsets and lag",
+        help="a group's offsets and lag per partition, its members, or its state",
+        description="Without options: the group's state, generation, strategy and coordinator, "
+        "then per partition " + ", ".join(OFFSET_COLUMNS[1:]) + ".",
     )
     describe.add_argument("group", help="the group id")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true",
+                      help="one row per member: " + ", ".join(MEMBER_COLUMNS[1:]))
+    view.add_argument("--state", action="store_true",
+                      help="one row for the group: " + ", ".join(STATE_COLUMNS[1:]))
     describe.set_defaults(run=cmd_groups_describe)
     add_group_change_parsers(actions, parents)  # reset-offsets, delete
 
@@ -67,67 +82,97 @@ def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:
 def cmd_groups_describe(args: argparse.Namespace, output: Output) -> int:
     with _group_admin(args) as admin:
         group = admin.describe_group(args.group)
-        lag = admin.group_lag(group)
-    described = _described(group, lag)
-    if args.json:
-        output.json(described)
+        # only the default view asks for committed offsets and log ends
+        offsets = [] if args.members or args.state else _offsets(group, admin.group_lag(group))
+    if not group.members and not args.state:
+        output.note(f"consumer group {group.group_id!r} has no active members")
+    state = _state(group)
+    if args.state:
+        if args.json:
+            output.json(state)
+        else:
+            output.table(f"group {group.group_id}", STATE_COLUMNS, [_state_row(state)])
         return 0
-    coordinator = described["coordinator"]
-    output.table(f"group {group.group_id}", ("state", "generation", "strategy", "coordinator"), [(
-        group.state, group.generation, group.strategy or "-",
-        f"{coordinator['node_id']} ({coordinator['host']}:{coordinator['port']})",
-    )])
-    output.table("members", ("member", "client", "host", "session ms", "subscription",
-                             "assignment"), [
-        (m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
-         ",".join(m.subscription), _partitions_text(m.assignment))
-        for m in group.members
-    ])
-    output.table("offsets", ("topic", "partition", "member", "committed", "log end", "lag"), [
-        (p["topic"], p["partition"], _or_dash(p["member"]), _or_dash(p["committed_offset"]),
-         _or_dash(p["log_end_offset"]), _or_dash(p["lag"]))
-        for p in described["offsets"]
+    members = [_member(group.group_id, m) for m in group.members]
+    if args.members:
+        if args.json:
+            output.json(members)
+        else:
+            output.table(f"members of group {group.group_id}", MEMBER_COLUMNS, [
+                (m["group"], m["member_id"], m["host"], m["client_id"], m["partitions"],
+                 _partitions_text(m["assignment"]))
+                for m in members
+            ])
+        return 0
+    if args.json:
+        output.json({**state, "members": members, "offsets": offsets})
+        return 0
+    output.table(f"group {group.group_id}", STATE_COLUMNS, [_state_row(state)])
+    output.table(f"offsets and lag of group {group.group_id}", OFFSET_COLUMNS, [
+        (o["group"], o["topic"], o["partition"], _or_dash(o["committed_offset"]),
+         _or_dash(o["log_end_offset"]), _or_dash(o["lag"]), _or_dash(o["member_id"]),
+         _or_dash(o["host"]), _or_dash(o["client_id"]))
+        for o in offsets
     ])
     return 0
 
 
-def _described(group: GroupDescription, lag: list[PartitionLag]) -> dict[str, Any]:
-    """The ``--json`` form of ``describe`` (the tables show the same)."""
+# The JSON forms; the tables show the same fields.
+
+def _state(group: GroupDescription) -> dict[str, Any]:
     return {
         "group": group.group_id,
-        "state": group.state,
-        "generation": group.generation,
-        "strategy": group.strategy,
         "coordinator": {"node_id": group.coordinator.node_id, "host": group.coordinator.host,
                         "port": group.coordinator.port},
-        "members": [
-            {
-                "member_id": m.member_id, "client_id": m.client_id,
-                "client_host": m.client_host, "session_timeout_ms": m.session_timeout_ms,
-                "subscription": list(m.subscription),
-                "assignment": [{"topic": tp.topic, "partition": tp.partition}
-                               for tp in m.assignment],
-            }
-            for m in group.members
-        ],
-        "offsets": [
-            {
-                "topic": p.partition.topic, "partition": p.partition.partition,
-                "member": p.owner,
-                "committed_offset": None if p.committed is None else p.committed.offset,
-                "metadata": None if p.committed is None else p.committed.metadata,
-                "log_end_offset": p.log_end, "lag": p.lag,
-            }
-            for p in lag
-        ],
+        "strategy": group.strategy,
+        "state": group.state,
+        "generation": group.generation,
+        "member_count": len(group.members),
     }
 
 
-def _partitions_text(partitions: Sequence[TopicPartition]) -> str:
-    """``t: 0,1,2; u: 3`` -- each topic's partitions, sorted."""
+def _member(group_id: str, member: MemberDescription) -> dict[str, Any]:
+    return {
+        "group": group_id, "member_id": member.member_id, "host": member.client_host,
+        "client_id": member.client_id, "session_timeout_ms": member.session_timeout_ms,
+        "subscription": list(member.subscription), "partitions": len(member.assignment),
+        "assignment": [{"topic": tp.topic, "partition": tp.partition}
+                       for tp in sorted(member.assignment)],
+    }
+
+
+def _offsets(group: GroupDescription, lag: list[PartitionLag]) -> list[dict[str, Any]]:
+    """One row per partition the group owns or has committed; the owner's host and client id
+    are None where no member owns it."""
+    by_id = {m.member_id: m for m in group.members}
+    rows = []
+    for p in lag:
+        owner = by_id.get(p.owner) if p.owner is not None else None
+        rows.append({
+            "group": group.group_id, "topic": p.partition.topic,
+            "partition": p.partition.partition,
+            "committed_offset": None if p.committed is None else p.committed.offset,
+            "metadata": None if p.committed is None else p.committed.metadata,
+            "log_end_offset": p.log_end, "lag": p.lag,
+            "member_id": p.owner,
+            "host": None if owner is None else owner.client_host,
+            "client_id": None if owner is None else owner.client_id,
+        })
+    return rows
+
+
+def _state_row(state: dict[str, Any]) -> tuple[object, ...]:
+    coordinator = state["coordinator"]
+    return (state["group"], f"{coordinator['host']}:{coordinator['port']} "
+            f"({coordinator['node_id']})", state["strategy"] or "-", state["state"],
+            state["generation"], state["member_count"])
+
+
+def _partitions_text(assignment: Sequence[dict[str, Any]]) -> str:
+    """``t: 0,1,2; u: 3`` -- each topic's partitions, in the (sorted) order given."""
     by_topic: dict[str, list[int]] = {}
-    for tp in sorted(partitions):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    for a in assignment:
+        by_topic.setdefault(a["topic"], []).append(a["partition"])
     return "; ".join(f"{t}: {','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
 
 

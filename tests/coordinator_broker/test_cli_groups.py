@@ -1,4 +1,5 @@
-"""``odradek groups list`` / ``describe`` against a running broker, human and --json."""
+"""``odradek groups list`` / ``describe`` (its default, --members and --state views) against a
+running broker, human and --json."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from client.cli import main
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
-from tests.coordinator_broker.members import Member
+from tests.coordinator_broker.members import Member, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -46,36 +47,107 @@ def test_groups_list(broker: BrokerProcess, member: Member) -> None:
     assert "g " in table and "Steady" in table
 
 
+def table_rows(text: str, title: str) -> list[list[str]]:
+    """The cells of the rich table printed under ``title`` (up to the next table)."""
+    rows = []
+    for line in text[text.index(title):].splitlines()[1:]:
+        if line.startswith(("┃", "│")):  # the header's border, the rows' border
+            rows.append([cell.strip() for cell in line.replace("┃", "│").split("│")[1:-1]])
+        elif rows and not line.startswith(("├", "┡", "└")):
+            break  # the next table's title
+    return rows
+
+
 def test_groups_describe(broker: BrokerProcess, member: Member) -> None:
     described: dict[str, Any] = json.loads(
         run("groups", "describe", "g", "--bootstrap", broker.bootstrap, "--json")
     )
+    owner = {"member_id": member.member_id, "host": "127.0.0.1", "client_id": "raw-test"}
     assert described == {
         "group": "g", "state": "Steady", "generation": 1, "strategy": "range",
         "coordinator": {"node_id": 0, "host": "127.0.0.1", "port": broker.port},
+        "member_count": 1,
         "members": [{
-            "member_id": member.member_id, "client_id": "raw-test", "client_host": "127.0.0.1",
-            "session_timeout_ms": member.session_timeout_ms, "subscription": ["t"],
+            "group": "g", **owner, "session_timeout_ms": member.session_timeout_ms,
+            "subscription": ["t"], "partitions": 3,
             "assignment": [{"topic": "t", "partition": p} for p in range(3)],
         }],
         "offsets": [
-            {"topic": "t", "partition": 0, "member": member.member_id, "committed_offset": 2,
-             "metadata": "note", "log_end_offset": 5, "lag": 3},
-            {"topic": "t", "partition": 1, "member": member.member_id, "committed_offset": None,
-             "metadata": None, "log_end_offset": 0, "lag": None},
-            {"topic": "t", "partition": 2, "member": member.member_id, "committed_offset": None,
-             "metadata": None, "log_end_offset": 0, "lag": None},
+            {"group": "g", "topic": "t", "partition": 0, "committed_offset": 2,
+             "metadata": "note", "log_end_offset": 5, "lag": 3, **owner},
+            {"group": "g", "topic": "t", "partition": 1, "committed_offset": None,
+             "metadata": None, "log_end_offset": 0, "lag": None, **owner},
+            {"group": "g", "topic": "t", "partition": 2, "committed_offset": None,
+             "metadata": None, "log_end_offset": 0, "lag": None, **owner},
         ],
     }
     tables = run("groups", "describe", "g", "--bootstrap", broker.bootstrap)
-    for expected in ("Steady", "range", f"127.0.0.1:{broker.port}", "t: 0,1,2"):
-        assert expected in tables
-    offsets = tables[tables.index("offsets"):]
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]]
-            for line in offsets.splitlines() if line.startswith("│")]
-    assert [row[:2] + row[3:] for row in rows] == [  # the member id column may be cut short
-        ["t", "0", "2", "5", "3"], ["t", "1", "-", "0", "-"], ["t", "2", "-", "0", "-"],
+    assert table_rows(tables, "group g") == [
+        ["GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS"],
+        ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "1", "1"],
     ]
+    header, *rows = table_rows(tables, "offsets and lag of group g")
+    assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                      "MEMBER-ID", "HOST", "CLIENT-ID"]
+    assert rows == [
+        ["g", "t", "0", "2", "5", "3", member.member_id, "127.0.0.1", "raw-test"],
+        ["g", "t", "1", "-", "0", "-", member.member_id, "127.0.0.1", "raw-test"],
+        ["g", "t", "2", "-", "0", "-", member.member_id, "127.0.0.1", "raw-test"],
+    ]
+
+
+def test_groups_describe_members(broker: BrokerProcess, member: Member) -> None:
+    members = json.loads(
+        run("groups", "describe", "g", "--members", "--bootstrap", broker.bootstrap, "--json")
+    )
+    assert members == [{
+        "group": "g", "member_id": member.member_id, "host": "127.0.0.1",
+        "client_id": "raw-test", "session_timeout_ms": member.session_timeout_ms,
+        "subscription": ["t"], "partitions": 3,
+        "assignment": [{"topic": "t", "partition": p} for p in range(3)],
+    }]
+    tables = run("groups", "describe", "g", "--members", "--bootstrap", broker.bootstrap)
+    header, *rows = table_rows(tables, "members of group g")
+    assert header == ["GROUP", "MEMBER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+    assert rows == [["g", member.member_id, "127.0.0.1", "raw-test", "3", "t: 0,1,2"]]
+    assert "offsets" not in tables
+
+
+def test_groups_describe_state(broker: BrokerProcess, member: Member) -> None:
+    state = json.loads(
+        run("groups", "describe", "g", "--state", "--bootstrap", broker.bootstrap, "--json")
+    )
+    assert state == {
+        "group": "g", "state": "Steady", "generation": 1, "strategy": "range",
+        "coordinator": {"node_id": 0, "host": "127.0.0.1", "port": broker.port},
+        "member_count": 1,
+    }
+    tables = run("groups", "describe", "g", "--state", "--bootstrap", broker.bootstrap)
+    assert table_rows(tables, "group g") == [
+        ["GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS"],
+        ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "1", "1"],
+    ]
+    assert "MEMBER-ID" not in tables
+
+
+def test_describing_a_group_without_members_says_so(
+    broker: BrokerProcess, member: Member, capsys: pytest.CaptureFixture[str]
+) -> None:
+    member.leave()
+    wait_for(lambda: json.loads(run("groups", "describe", "g", "--state", "--bootstrap",
+                                    broker.bootstrap, "--json"))["state"] == "Empty",
+             what="group g Empty")
+    capsys.readouterr()
+    assert main(["groups", "describe", "g", "--bootstrap", broker.bootstrap, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "group 'g' has no active members" in err
+    offsets = json.loads(out)["offsets"]
+    assert [(o["partition"], o["committed_offset"], o["member_id"], o["host"]) for o in offsets] \
+        == [(0, 2, None, None)]
+    assert main(["groups", "describe", "g", "--members", "--bootstrap", broker.bootstrap]) == 0
+    out, err = capsys.readouterr()
+    assert "group 'g' has no active members" in err
+    assert table_rows(out, "members of group g")[1:] == []
 
 
 def test_describing_an_unknown_group_names_it(
