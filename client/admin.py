@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from client.errors import ConfigError, IllegalStateError, partition_error
 from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicInfo
@@ -189,7 +189,7 @@ class Admin:
         if self._closed:
             raise IllegalStateError("admin client is closed")
 
-    def __enter__(self) -> Admin:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

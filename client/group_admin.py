@@ -15,14 +15,13 @@ command run right after a broker starts gets the whole answer; other errors rais
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, NamedTuple
 
-from client.errors import ConfigError, IllegalStateError, partition_error
-from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker
-from client.network import NetworkClient
+from client.admin import Admin
+from client.errors import partition_error
+from client.metadata import BrokerInfo
 from client.offsets import LATEST, list_offsets
 from client.records import TopicPartition
 from protocol.apis import ApiKey
@@ -86,25 +85,8 @@ class PartitionLag:
         return max(self.log_end - self.committed.offset, 0)
 
 
-class GroupAdmin:
-    def __init__(
-        self,
-        bootstrap: str | Sequence[str] = "127.0.0.1:9092",
-        *,
-        client_id: str = "odradek-admin",
-        request_timeout_ms: int = 30_000,
-        timeout_ms: int = 30_000,
-    ) -> None:
-        try:
-            self._network = NetworkClient(
-                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-        except ValueError as exc:
-            raise ConfigError(f"bootstrap: {exc}") from None
-        self._metadata = MetadataTracker(self._network)
-        self._metadata.track_all_topics()
-        self._timeout = timeout_ms / 1000
-        self._closed = False
+class GroupAdmin(Admin):
+    """The group APIs, on top of Admin's connection handling, metadata and lifecycle."""
 
     # ---------------------------------------------------------------------------- queries
 
@@ -201,10 +183,6 @@ class GroupAdmin:
     def _deadline(self) -> float:
         return time.monotonic() + self._timeout
 
-    def _refresh(self) -> ClusterMetadata:
-        self._check_open()
-        return self._metadata.refresh(self._timeout)
-
     def _send(self, node: int, api: ApiKey, body: dict[str, Any], deadline: float) -> Any:
         self._check_open()
         future = self._network.send(node, api, body)
@@ -243,23 +221,3 @@ class GroupAdmin:
             if code not in RETRY_LATER:
                 return coordinator, answer
             self._back_off(code, f"group {group_id!r}", deadline)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._network.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IllegalStateError("group admin client is closed")
-
-    def __enter__(self) -> GroupAdmin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
