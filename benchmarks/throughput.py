@@ -40,6 +40,7 @@ from benchmarks.codec import sample_records
 from client import Admin, Consumer, Producer, TopicPartition
 
 VALUE_BYTES = 100
+PRODUCER_VALUE_BYTES = (100, 1024)  # issue #8: 100 B and 1 KiB values
 _LISTENING = re.compile(r"odradek broker (-?\d+) listening on (\S+):(\d+)")
 _STAMP = struct.Struct(">q")
 
@@ -100,9 +101,9 @@ def _wait_listening(proc: subprocess.Popen[bytes], timeout: float, log_path: Pat
 # ------------------------------------------------------------------------------------- cases
 
 
-def values(count: int = 1000) -> list[bytes]:
-    """Log-like 100-byte values (a little repetitive, as real ones are)."""
-    return [r[1] or b"" for r in sample_records(count, VALUE_BYTES)]
+def values(count: int = 1000, value_bytes: int = VALUE_BYTES) -> list[bytes]:
+    """Log-like values (a little repetitive, as real ones are)."""
+    return [r[1] or b"" for r in sample_records(count, value_bytes)]
 
 
 def new_topic(admin: Admin, name: str) -> str:
@@ -111,9 +112,11 @@ def new_topic(admin: Admin, name: str) -> str:
     return topic
 
 
-def fill(bootstrap: str, topic: str, n: int, codec: str, acks: int | str) -> float:
+def fill(
+    bootstrap: str, topic: str, n: int, codec: str, acks: int | str, value_bytes: int = VALUE_BYTES
+) -> float:
     """Send ``n`` values to ``topic``; return the seconds it took, flush included."""
-    samples = values()
+    samples = values(value_bytes=value_bytes)
     with Producer(
         bootstrap,
         acks=acks,
@@ -134,26 +137,33 @@ def fill(bootstrap: str, topic: str, n: int, codec: str, acks: int | str) -> flo
 
 def producer_cases(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> None:
     with Admin(bootstrap) as admin:
-        for codec in ("none", "lz4"):
-            for acks in (1, "all"):
-                topic = new_topic(admin, f"produce-{codec}-{acks}")
-                profiling = profiler is not None and codec == "lz4" and acks == 1
-                if profiling:
-                    assert profiler is not None
-                    profiler.enable()
-                seconds = fill(bootstrap, topic, n, codec, acks)
-                if profiling:
-                    assert profiler is not None
-                    profiler.disable()
-                emit({
-                    "bench": "producer",
-                    "codec": codec,
-                    "acks": acks,
-                    "messages": n,
-                    "value_bytes": VALUE_BYTES,
-                    "msgs_per_s": round(n / seconds),
-                    "mb_per_s": round(n * VALUE_BYTES / seconds / 1e6, 1),
-                })
+        for value_bytes in PRODUCER_VALUE_BYTES:
+            count = n if value_bytes == VALUE_BYTES else max(n // 5, 1)  # same order of MB
+            for codec in ("none", "lz4"):
+                for acks in (1, "all"):
+                    topic = new_topic(admin, f"produce-{value_bytes}-{codec}-{acks}")
+                    profiling = (
+                        profiler is not None
+                        and codec == "lz4"
+                        and acks == 1
+                        and value_bytes == VALUE_BYTES
+                    )
+                    if profiling:
+                        assert profiler is not None
+                        profiler.enable()
+                    seconds = fill(bootstrap, topic, count, codec, acks, value_bytes)
+                    if profiling:
+                        assert profiler is not None
+                        profiler.disable()
+                    emit({
+                        "bench": "producer",
+                        "codec": codec,
+                        "acks": acks,
+                        "messages": count,
+                        "value_bytes": value_bytes,
+                        "msgs_per_s": round(count / seconds),
+                        "mb_per_s": round(count * value_bytes / seconds / 1e6, 1),
+                    })
 
 
 def consumer_case(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> None:
@@ -179,6 +189,7 @@ def consumer_case(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> 
         "bench": "consumer",
         "codec": "none",
         "messages": n,
+        "value_bytes": VALUE_BYTES,
         "max_poll_records": 10_000,
         "msgs_per_s": round(n / seconds),
         "mb_per_s": round(n * VALUE_BYTES / seconds / 1e6, 1),
