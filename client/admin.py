@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from client.errors import ConfigError, IllegalStateError, partition_error
+from client.errors import IllegalStateError, partition_error
 from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
@@ -53,12 +53,9 @@ class Admin:
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 30_000,
     ) -> None:
-        try:
-            self._network = NetworkClient(
-                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-        except ValueError as exc:
-            raise ConfigError(f"bootstrap: {exc}") from None
+        self._network = NetworkClient(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._metadata = MetadataTracker(self._network)
         self._metadata.track_all_topics()
         self._timeout = timeout_ms / 1000

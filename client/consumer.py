@@ -106,12 +106,9 @@ class Consumer:
         self._max_poll_records = max_poll_records
         self._backoff = retry_backoff_ms / 1000
         self._api_timeout = default_api_timeout_ms / 1000
-        try:
-            self._network = NetworkClient(
-                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-        except ValueError as exc:
-            raise ConfigError(f"bootstrap: {exc}") from None
+        self._network = NetworkClient(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._metadata = MetadataTracker(
             self._network,
             allow_auto_topic_creation=False,

@@ -29,6 +29,7 @@ from client.connection import BrokerConnection
 from client.errors import (
     BrokerConnectionError,
     ClientTimeoutError,
+    ConfigError,
     IllegalStateError,
     NoBrokersAvailableError,
 )
@@ -58,16 +59,18 @@ _MOVES: dict[ConnectionState, frozenset[ConnectionState]] = {
 
 
 def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9093"`` or a list of ``"host:port"`` -> ``[(host, port), ...]``."""
+    """``"h1:9092,h2:9093"`` or a list of ``"host:port"`` -> ``[(host, port), ...]``.
+
+    A bad address is a ConfigError naming the ``bootstrap`` setting, for every client alike."""
     items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
     addresses = []
     for item in (i.strip() for i in items):
         host, sep, port = item.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"bootstrap address {item!r} is not HOST:PORT")
+            raise ConfigError(f"bootstrap: bootstrap address {item!r} is not HOST:PORT")
         addresses.append((host.strip("[]"), int(port)))
     if not addresses:
-        raise ValueError("bootstrap needs at least one HOST:PORT")
+        raise ConfigError("bootstrap: bootstrap needs at least one HOST:PORT")
     return addresses
 
 

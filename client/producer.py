@@ -115,12 +115,9 @@ class Producer:
         self._buffer_bytes = buffer_bytes
         self._max_in_flight = max_in_flight_requests_per_connection
         self._clock = time.monotonic
-        try:
-            self._network = NetworkClient(
-                bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
-            )
-        except ValueError as exc:
-            raise ConfigError(f"bootstrap: {exc}") from None
+        self._network = NetworkClient(
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+        )
         self._metadata = MetadataTracker(
             self._network,
             allow_auto_topic_creation=True,
