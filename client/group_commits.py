@@ -62,6 +62,15 @@ class GroupCommits:
         self._lookup.poll()
         return self._lookup.node is not None
 
+    def _coordinator_or_fail(self, result: Future[Any]) -> int | None:
+        """The coordinator's node, or None after failing ``result`` and asking for it again."""
+        node = self._lookup.node
+        if node is None:
+            self._lookup.poll()
+            result.fail(CoordinatorNotAvailableError(
+                f"group {self._group_id!r}: coordinator not known yet"))
+        return node
+
     # ---------------------------------------------------------------------------- commits
 
     def send_commit(
@@ -71,11 +80,8 @@ class GroupCommits:
         ``as_member``: with this member's id and generation (a group subscription), else with
         generation -1 (manual assignment)."""
         result: Future[None] = Future(self._network.poll)
-        node = self._lookup.node
+        node = self._coordinator_or_fail(result)
         if node is None:
-            self._lookup.poll()
-            result.fail(CoordinatorNotAvailableError(
-                f"group {self._group_id!r}: coordinator not known yet"))
             return result
         if as_member:
             membership = self._membership
@@ -152,11 +158,8 @@ class GroupCommits:
     def send_fetch(self, partitions: Iterable[TopicPartition] | None) -> Future[Offsets]:
         """Ask the coordinator for committed offsets (-1: none); None for all of the group's."""
         result: Future[Offsets] = Future(self._network.poll)
-        node = self._lookup.node
+        node = self._coordinator_or_fail(result)
         if node is None:
-            self._lookup.poll()
-            result.fail(CoordinatorNotAvailableError(
-                f"group {self._group_id!r}: coordinator not known yet"))
             return result
         future = self._network.send(
             node, ApiKey.OFFSET_FETCH, offset_fetch_body(self._group_id, partitions)
