@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from client.errors import ClientTimeoutError, partition_error
+from client.group_offsets import offset_commit_body
 from client.network import NetworkClient
 from client.records import TopicPartition
 from protocol.apis import ApiKey
@@ -57,7 +57,9 @@ class GroupCommitter:
                 )
             try:
                 node = self._find_coordinator(deadline)
-                answer = self._network.send(node, ApiKey.OFFSET_COMMIT, self._body(pending))
+                # generation -1 and no member id: a manual-assignment commit, as Spark's is
+                body = offset_commit_body(self.group_id, -1, "", pending)
+                answer = self._network.send(node, ApiKey.OFFSET_COMMIT, body)
                 results = answer.result(max(deadline - time.monotonic(), 0.001))
             except OdradekError as exc:
                 if not getattr(exc, "retriable", False):
@@ -94,17 +96,3 @@ class GroupCommitter:
             else:
                 raise error_for(code, f"group {self.group_id!r}: {body['error_message'] or ''}")
         return self._coordinator
-
-    def _body(self, offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, offset in sorted(offsets.items()):
-            topics.setdefault(tp.topic, []).append(
-                {"partition": tp.partition, "offset": offset, "metadata": None,
-                 "commit_timestamp": -1}
-            )
-        return {
-            "group_id": self.group_id,
-            "generation_id": -1,
-            "member_id": "",
-            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        }
