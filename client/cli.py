@@ -6,7 +6,8 @@ client package never imports the broker. Every other command talks to brokers ov
 
 Expected failures (a broker that cannot be reached, a topic that does not exist, a bad setting)
 print one line naming what went wrong and exit 1 -- no traceback. Human output uses rich
-tables; ``--json`` prints JSON for scripts (one object per record for ``consume``).
+tables; ``--json`` prints JSON for scripts (one object per record for ``consume``). SIGTERM
+stops a command as Ctrl-C does, cleanly (client/cli_signals.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +33,8 @@ from protocol.compression import Codec
 from protocol.errors import OdradekError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+#: the longest ``consume`` waits in one poll: a stop signal is acted on within this
+_STOP_CHECK_MS = 500
 _PASSTHROUGH = {"broker": "broker", "log": "broker.log.dump"}
 
 
@@ -161,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reads every partition of the topics and starts at their end unless told otherwise. "
         "With --group it joins the group, reads the partitions the group gives it, starts at "
         "the group's committed offsets (else at the end, or with --from-beginning at the "
-        "start), commits what it printed, and leaves the group when it exits.",
+        "start), commits what it printed, and leaves the group when it exits -- also on "
+        "Ctrl-C or SIGTERM, which end it between polls (exit status 0).",
     )
     consume.add_argument(
         "topics", nargs="+", metavar="TOPIC",
@@ -203,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consume.set_defaults(run=cmd_consume)
     add_groups_parser(commands, [client, json_flag])
+    add_cluster_parser(commands, json_flag)
     add_demo_parser(commands)
     return parser
 
@@ -377,7 +383,7 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
                 first_error.append(error)
 
     started = time.monotonic()
-    with Producer(
+    with StopRequest() as stop, Producer(
         args.bootstrap,
         acks=args.acks,
         compression=args.compression,
@@ -387,7 +393,17 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
         delivery_timeout_ms=max(args.api_timeout_ms, 30_000),
     ) as producer:
         producer.partitions_for(args.topic)  # fail fast, naming the topic, if it is unusable
-        for number, line in enumerate(source, start=1):
+        lines = iter(source)
+        number = 0
+        while not stop.requested:  # a stop signal: send what was read, report, exit 128+N
+            try:
+                with stop.interruptible():
+                    line = next(lines, None)
+            except Interrupted:
+                break
+            if line is None:
+                break
+            number += 1
             value = line[:-1] if line.endswith(b"\n") else line
             key = None
             if separator is not None:
@@ -419,7 +435,7 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
     if first_error:
         output.note(f"odradek: error: {failed} messages failed; first: {first_error[0]}")
         return 1
-    return 0
+    return 0 if stop.signum is None else 128 + stop.signum
 
 
 def cmd_consume(args: argparse.Namespace, output: Output) -> int:
@@ -428,7 +444,9 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
         output.note(f"odradek: error: {problem}")
         return 1
     group = args.group is not None
-    with Consumer(
+    # SIGTERM and Ctrl-C end the loop between polls; leaving the block closes the consumer
+    # (final commit, LeaveGroup) with the signals still deferred, then the summary: exit 0.
+    with StopRequest() as stop, Consumer(
         args.bootstrap,
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
@@ -442,7 +460,7 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
                 consumer.subscribe(args.topics)
         elif not _assign_for_consume(consumer, args, output):
             return 1
-        count = _consume_loop(consumer, args, output)
+        count = _consume_loop(consumer, args, output, stop)
     output.note(f"processed {count} messages")
     return 0
 
@@ -486,35 +504,35 @@ def _assign_for_consume(consumer: Consumer, args: argparse.Namespace, output: Ou
     return True
 
 
-def _consume_loop(consumer: Consumer, args: argparse.Namespace, output: Output) -> int:
-    """Print records until --max-messages, --timeout-ms of silence, or Ctrl-C; with a group,
-    commit per --commit (``close`` commits last with auto-commit)."""
+def _consume_loop(
+    consumer: Consumer, args: argparse.Namespace, output: Output, stop: StopRequest
+) -> int:
+    """Print records until --max-messages, --timeout-ms of silence, or a stop signal (Ctrl-C,
+    SIGTERM); with a group, commit per --commit (``close`` commits last with auto-commit).
+    The signal is only looked at between polls, so no request is cut in half."""
     write = _record_writer(args, output)
     commit_each_batch = args.group is not None and args.commit != "auto"
     count = 0
     idle_since = time.monotonic()
-    try:
-        while args.max_messages is None or count < args.max_messages:
-            wait = 1000 if args.timeout_ms is None else args.timeout_ms
-            want = None if args.max_messages is None else args.max_messages - count
-            records = consumer.poll(timeout_ms=wait, max_records=want)
-            if records:
-                for record in records:
-                    write(record)
-                count += len(records)
-                output.out.flush()
-                idle_since = time.monotonic()
-                if commit_each_batch:
-                    if args.commit == "sync":
-                        consumer.commit()
-                    else:
-                        consumer.commit_async(callback=_report_async_commit(output))
-            elif args.timeout_ms is not None and (
-                time.monotonic() - idle_since >= args.timeout_ms / 1000
-            ):
-                break
-    except KeyboardInterrupt:
-        pass
+    while not stop.requested and (args.max_messages is None or count < args.max_messages):
+        wait = min(_STOP_CHECK_MS, args.timeout_ms or _STOP_CHECK_MS)
+        want = None if args.max_messages is None else args.max_messages - count
+        records = consumer.poll(timeout_ms=wait, max_records=want)
+        if records:
+            for record in records:
+                write(record)
+            count += len(records)
+            output.out.flush()
+            idle_since = time.monotonic()
+            if commit_each_batch:
+                if args.commit == "sync":
+                    consumer.commit()
+                else:
+                    consumer.commit_async(callback=_report_async_commit(output))
+        elif args.timeout_ms is not None and (
+            time.monotonic() - idle_since >= args.timeout_ms / 1000
+        ):
+            break
     if commit_each_batch and args.commit == "async":
         consumer.commit()  # the last async commit may still be out: make sure of the end
     return count
@@ -574,13 +592,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(args_list)
     output = Output(sys.stdout, sys.stderr)
     try:
-        code: int = args.run(args, output)
+        with signals_interrupt():  # SIGTERM cleans up as Ctrl-C does (client/cli_signals.py)
+            code: int = args.run(args, output)
         return code
     except OdradekError as exc:
         output.note(f"odradek: error: {exc or type(exc).__name__}")
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # 130 for Ctrl-C, 143 for SIGTERM
+        return 128 + (exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as shell tools do.
         sys.stderr.close()
