@@ -8,7 +8,16 @@ leave in request order and a client may pipeline. What the peer sends decides wh
 - bytes that are not a request at all (no readable header, bad msgpack) or a length prefix over
   ``max_request_bytes`` close the connection -- the stream can no longer be framed;
 - a connection that sends nothing, or does not take its response, for
-  ``connections_max_idle_ms`` is closed.
+  ``connections_max_idle_ms`` is closed; so is one whose request has not arrived whole
+  ``request_read_timeout_ms`` after its first byte (a slow or stalled sender).
+
+Memory: bytes are read only into room reserved in the broker-wide ``ctx.request_memory``
+(``queued_max_request_bytes``, see broker/memory_pool.py) and given back once their request has
+been handled. A connection waiting for a request holds nothing; once bytes are there it reads a
+read-ahead (``SMALL_REQUEST_BYTES``, the whole of most requests) if the pool has room to spare,
+else only the 4-byte length prefix, and as soon as a frame's length is known its whole size is
+reserved at once. While the pool is full the connection waits without reading, which leaves the
+bytes in the kernel and pushes back on the sender.
 
 Nothing one connection does affects another; failures are logged with the peer's address.
 """
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 from collections.abc import Sequence
 
 import structlog
@@ -25,13 +35,14 @@ import trio
 from broker.context import CLIENT_CONNECTION, BrokerContext, ClientConnection
 from broker.frames import Piece, WithFileSlices, encode_with_file_slices, send_pieces
 from broker.handlers import HANDLERS
+from broker.memory_pool import SMALL_REQUEST_BYTES
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.wire import RequestDecodeError, decode_request, encode_request_error, encode_response
 
 log = structlog.get_logger(__name__)
 
-RECEIVE_BYTES = 256 * 1024
+RECEIVE_BYTES = 256 * 1024  # the most one read takes
 _ids = itertools.count(1)
 
 
@@ -49,6 +60,12 @@ class Connection:
         self._stream = stream
         self._decoder = FrameDecoder(ctx.settings.max_request_bytes)
         self._idle = ctx.settings.connections_max_idle_ms / 1000
+        self._read_timeout = ctx.settings.request_read_timeout_ms / 1000
+        self._frame_deadline: float | None = None  # set once the next frame's first byte is in
+        self._pool = ctx.request_memory
+        self._read_ahead = min(SMALL_REQUEST_BYTES, self._pool.capacity)
+        self._held = 0  # bytes reserved in the pool: covers what the decoder buffers
+        self._fd = stream.socket.fileno()
         self._waiting_scope: trio.CancelScope | None = None  # set while waiting for a request
         self.id = next(_ids)
         try:
@@ -87,12 +104,15 @@ class Connection:
                     except FrameTooLargeError as exc:
                         raise _Close(str(exc)) from None
                     continue
+                self._frame_deadline = None  # the next frame's clock starts when it is read
                 pieces = await self._respond(payload)
                 if pieces:
                     with trio.move_on_after(self._idle) as timeout:
                         await send_pieces(self._stream, pieces)
                     if timeout.cancelled_caught:
                         raise _Close("the peer did not take its response in time")
+                del payload, pieces  # not kept alive while waiting for the next request
+                self._release(self._held - self._decoder.buffered)  # the handled request's bytes
                 if self._ctx.stopping:
                     reason = "stopping"
                     break
@@ -102,26 +122,102 @@ class Connection:
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             reason = f"broken: {exc}"
         finally:
+            self._release(self._held)
             self._ctx.groups.connection_closed(self.id)
             with trio.CancelScope(shield=True):
                 await self._stream.aclose()
             self._log.debug("connection.closed", reason=reason)
 
     async def _receive(self) -> bytes | None:
-        """The next bytes from the peer; b"" at its end of stream; None when stopping."""
+        """The next bytes from the peer, read into reserved memory; b"" at its end of stream;
+        None when stopping."""
         with trio.CancelScope() as scope:
             self._waiting_scope = scope
             try:
                 if self._ctx.stopping:
                     return None
-                with trio.move_on_after(self._idle) as timeout:
-                    return await self._stream.receive_some(RECEIVE_BYTES)
+                if self._frame_deadline is None and not self._decoder.buffered:
+                    data = await self._receive_request_start()
+                    if data is not None:
+                        return data
+                if self._frame_deadline is None:
+                    self._frame_deadline = trio.current_time() + self._read_timeout
+                with trio.move_on_at(self._frame_deadline):
+                    size = await self._reserve_for_read()
+                    return await self._stream.receive_some(size)
+                raise _Close(self._read_timeout_reason())
             finally:
                 self._waiting_scope = None
-            if timeout.cancelled_caught:
-                idle_ms = round(self._idle * 1000)
-                raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
         return None
+
+    async def _receive_request_start(self) -> bytes | None:
+        """The start of the peer's next request (b"" if it closed), read into a read-ahead
+        reserved out of room to spare -- it takes most requests whole. Idle, the connection
+        holds no memory: it waits for its socket to be readable before it reserves. None when
+        there is no room to spare once bytes are waiting: the caller then reserves what it
+        must, waiting if need be. Either way the request's read deadline starts here."""
+        waited = False
+        with trio.move_on_after(self._idle):
+            while True:
+                if self._pool.try_reserve_spare(self._read_ahead):
+                    self._held += self._read_ahead
+                    try:
+                        # os.read, as send_pieces writes: receive_some yields after a read that
+                        # succeeds at once, a scheduling round per request.
+                        data = os.read(self._fd, self._read_ahead)
+                    except BlockingIOError:
+                        self._release(self._read_ahead)
+                    except OSError as exc:
+                        raise trio.BrokenResourceError(f"read failed: {exc}") from exc
+                    else:
+                        self._frame_deadline = trio.current_time() + self._read_timeout
+                        if not waited:  # pipelined requests: let other tasks run in between
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        return data
+                elif waited:
+                    self._frame_deadline = trio.current_time() + self._read_timeout
+                    return None
+                await trio.lowlevel.wait_readable(self._fd)
+                waited = True
+        idle_ms = round(self._idle * 1000)
+        raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
+
+    async def _reserve_for_read(self) -> int:
+        """Reserve memory for the next read, waiting for room if need be; how many bytes the
+        read may take. A frame whose length is known gets its whole size reserved at once (all
+        or nothing), so a connection holding its reservation can always read its frame to the
+        end; before that, the 4-byte length prefix (as Kafka reads it). On top, near a frame's
+        end, a read-ahead into the next requests if the pool has room to spare."""
+        buffered = self._decoder.buffered
+        frame = self._decoder.next_frame_bytes
+        ahead = buffered + self._read_ahead - self._held
+        if (
+            ahead > 0
+            and (frame is None or frame - buffered < self._read_ahead)
+            and self._pool.try_reserve_spare(ahead)
+        ):
+            self._held += ahead
+        want = 4 if frame is None else frame
+        if want > self._held:
+            need = want - self._held
+            if not self._pool.try_reserve(need):
+                await self._pool.reserve(need)
+            self._held = want
+        return min(RECEIVE_BYTES, self._held - buffered)
+
+    def _release(self, size: int) -> None:
+        if size > 0:
+            self._pool.release(size)
+            self._held -= size
+
+    def _read_timeout_reason(self) -> str:
+        timeout_ms = round(self._read_timeout * 1000)
+        frame = self._decoder.next_frame_bytes
+        got = f"{self._decoder.buffered} of {frame if frame else '?'} bytes read"
+        if self._held < (frame or 4):  # it had no room to read into
+            got += f"; waited for request memory ({self._pool.used} of {self._pool.capacity} "
+            got += "bytes reserved)"
+        return f"request not read within request_read_timeout_ms={timeout_ms} ({got})"
 
     async def _respond(self, payload: bytes) -> Sequence[Piece]:
         """Decode and handle one request; the frame pieces to send (none for acks=0)."""

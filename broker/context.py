@@ -4,10 +4,15 @@ the group coordinator's driver -- and which client connection the request came o
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker.group_driver import GroupDriver
+
+if TYPE_CHECKING:
+    from broker.cluster.node import ClusterNode
 from broker.identity import BrokerIdentity
+from broker.memory_pool import RequestMemoryPool
 from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
 from broker.topics import Topics
@@ -22,6 +27,17 @@ class BrokerContext:
     groups: GroupDriver
     port: int = 0  # the port really listened on (known once listening)
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
+    cluster: ClusterNode | None = None  # cluster mode (zookeeper_connect set), else None
+    #: Bytes of requests being read and queued, over all connections (queued_max_request_bytes).
+    request_memory: RequestMemoryPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        largest = self.settings.max_request_bytes + 4  # a frame, its length prefix included
+        capacity = max(self.settings.queued_max_request_bytes, largest)
+        self.request_memory = RequestMemoryPool(
+            # an eighth is kept for small requests, unless that keeps out the largest frame
+            capacity, small_share=min(capacity // 8, capacity - largest)
+        )
 
     @property
     def broker_id(self) -> int:

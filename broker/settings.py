@@ -129,6 +129,14 @@ SETTINGS: tuple[Setting, ...] = (
             "Largest request frame; a bigger length prefix closes the connection."),
     Setting("connections_max_idle_ms", "connections.max.idle.ms", _int_at_least(1),
             "Close a connection that sends no request, or does not take its response, this long."),
+    Setting("request_read_timeout_ms", "", _int_at_least(1),
+            "Close a connection whose request has not arrived whole this long after its first "
+            "byte (waiting for memory included), freeing its memory. 30 s: Kafka clients' "
+            "request.timeout.ms, after which the sender has given up anyway."),
+    Setting("queued_max_request_bytes", "queued.max.request.bytes", _int_at_least(1024),
+            "Most bytes of requests being read or queued, over all connections (at least "
+            "max_request_bytes); at the bound, reading stops until requests finish. Bounded, "
+            "unlike Kafka's -1: see docs/operations.md, Requests and connections."),
     Setting("maintenance_interval_ms", "log.retention.check.interval.ms", _int_at_least(1),
             "How often the logs are flushed (flush_ms), trimmed by retention and compacted."),
     Setting("shutdown_timeout_ms", "", _int_at_least(0),
@@ -179,6 +187,8 @@ class BrokerSettings:
     max_partitions_per_topic: int = 1_000
     max_request_bytes: int = 100 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    queued_max_request_bytes: int = 256 * 1024 * 1024
     maintenance_interval_ms: int = 5_000
     shutdown_timeout_ms: int = 10_000
     log_level: str = "info"
@@ -267,6 +277,11 @@ def load_settings(
         settings.coordinator_config()
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    if settings.queued_max_request_bytes < settings.max_request_bytes:
+        raise SettingsError(
+            f"queued_max_request_bytes ({settings.queued_max_request_bytes}) must be at least "
+            f"max_request_bytes ({settings.max_request_bytes}): the largest request must fit"
+        )
     return settings
 
 

@@ -46,6 +46,16 @@ class FrameDecoder:
         """Bytes received but not yet returned as a frame."""
         return len(self._buf) - self._start
 
+    @property
+    def next_frame_bytes(self) -> int | None:
+        """Size of the next frame, length prefix included, once its prefix has arrived (None
+        before): a reader can reserve memory for the whole frame before reading its body."""
+        start = self._start
+        if len(self._buf) - start < 4:
+            return None
+        (length,) = FRAME_HEADER.unpack_from(self._buf, start)
+        return 4 + int(length)
+
     def receive_data(self, data: Chunk) -> None:
         if self._error is not None:
             self._raise_if_reached()

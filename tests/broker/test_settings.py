@@ -71,6 +71,14 @@ def test_bad_settings_name_the_setting_and_source(
         load_settings(config_file=config, env=env)
 
 
+def test_request_memory_must_hold_the_largest_request() -> None:
+    env = {"ODRADEK_MAX_REQUEST_BYTES": "2048", "ODRADEK_QUEUED_MAX_REQUEST_BYTES": "2047"}
+    with pytest.raises(SettingsError, match=r"queued_max_request_bytes .* at least max_request"):
+        load_settings(env=env)
+    env["ODRADEK_QUEUED_MAX_REQUEST_BYTES"] = "2048"
+    assert load_settings(env=env).queued_max_request_bytes == 2048
+
+
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="cannot read"):
         load_settings(config_file=tmp_path / "absent.toml")

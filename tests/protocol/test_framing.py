@@ -56,6 +56,20 @@ def test_partial_frame_waits_for_more() -> None:
     assert decoder.next_frame() == b"payload"
 
 
+def test_next_frame_bytes_is_known_once_the_prefix_has_arrived() -> None:
+    decoder = FrameDecoder()
+    first, second = encode_frame(b"payload"), encode_frame(b"x" * 300)
+    decoder.receive_data(first[:3])
+    assert decoder.next_frame_bytes is None
+    decoder.receive_data(first[3:] + second[:5])
+    assert decoder.next_frame_bytes == len(first)
+    assert decoder.next_frame() == b"payload"
+    assert decoder.next_frame_bytes == len(second) == 304
+    decoder.receive_data(second[5:])
+    assert decoder.next_frame() == b"x" * 300
+    assert decoder.next_frame_bytes is None
+
+
 def test_a_frame_of_exactly_the_limit_is_accepted() -> None:
     decoder = FrameDecoder(max_frame_bytes=10)
     decoder.receive_data(encode_frame(b"x" * 10))
