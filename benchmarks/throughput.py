@@ -8,7 +8,10 @@ Prints one JSON line per case:
   ``batch_bytes=256 KiB``);
 - ``consumer``: messages/s of ``Consumer.poll`` reading a 1,000,000-message topic from the start;
 - ``latency``: end-to-end latency (send to ``poll`` return) at 1,000 messages/s with
-  ``linger_ms=0``, producer and consumer in separate processes, p50/p99/max in ms.
+  ``linger_ms=0``, producer and consumer in separate processes, p50/p99/max in ms;
+- ``producer_topics``: 20 messages to each of 500 new (auto-created) topics from one
+  ``Producer``, and the time per topic among the first and the last fifth of them: learning a
+  topic must cost the same however many are known already.
 
 MB/s counts value bytes, in units of 10**6. Without ``--bootstrap`` the benchmark starts its own
 broker (``python -m broker start --port 0`` in a temporary directory) and stops it at the end.
@@ -230,6 +233,35 @@ def latency_case(bootstrap: str, seconds: float, rate: int = 1000) -> None:
     })
 
 
+def many_topics_case(bootstrap: str, topics: int, per_topic: int = 20) -> None:
+    """Each new topic costs one metadata round trip (and its creation on the broker); the
+    cost must not grow with the topics already known (it did: 8 ms, then 37 ms per topic)."""
+    prefix = f"bench-topics-{uuid.uuid4().hex[:8]}"
+    value = values(1)[0]
+    per_topic_s: list[float] = []
+    with Producer(bootstrap, acks=1, linger_ms=0) as producer:
+        producer.partitions_for(f"{prefix}-warm")  # connection and first metadata are ready
+        start = time.perf_counter()
+        for i in range(topics):
+            began = time.perf_counter()
+            topic = f"{prefix}-{i}"
+            for _ in range(per_topic):
+                producer.send(topic, value)
+            per_topic_s.append(time.perf_counter() - began)
+        producer.flush()
+        seconds = time.perf_counter() - start
+    fifth = max(topics // 5, 1)
+    emit({
+        "bench": "producer_topics",
+        "topics": topics,
+        "messages": topics * per_topic,
+        "value_bytes": len(value),
+        "msgs_per_s": round(topics * per_topic / seconds),
+        "first_fifth_time_ms": round(1000 * sum(per_topic_s[:fifth]) / fifth, 2),
+        "last_fifth_time_ms": round(1000 * sum(per_topic_s[-fifth:]) / fifth, 2),
+    })
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -268,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     produce_n = 20_000 if args.quick else 500_000
     consume_n = 20_000 if args.quick else 1_000_000
     latency_s = 1.0 if args.quick else 5.0
+    topics_n = 100 if args.quick else 500
     profilers = {"producer": cProfile.Profile(), "consumer": cProfile.Profile()}
     use = (lambda name: profilers[name]) if args.profile else (lambda name: None)
 
@@ -275,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         producer_cases(bootstrap, produce_n, use("producer"))
         consumer_case(bootstrap, consume_n, use("consumer"))
         latency_case(bootstrap, latency_s)
+        many_topics_case(bootstrap, topics_n)
 
     if args.bootstrap:
         run(args.bootstrap)

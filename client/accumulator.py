@@ -8,6 +8,10 @@ Sans-IO: time comes in as ``now``. A partition's head batch is *sendable* when
 
 and it is not waiting out a retry backoff. The producer adds one more condition: no request for
 that partition is in flight, which keeps every partition's messages in order even across retries.
+
+Only partitions with queued batches have a queue: ``sendable``, ``next_deadline`` and ``expired``
+run on every producer I/O round, so their cost must follow the partitions in use, not every
+partition ever written to (a producer that has written to 500 topics is not 500 times slower).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ class RecordAccumulator:
         self.batch_bytes = batch_bytes
         self.linger = linger_ms / 1000
         self.buffered_bytes = 0  # bytes held in batches not yet settled or dropped
-        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}  # none empty
+        self._queued = 0  # batches in all queues
         self._drive = drive
 
     def append(
@@ -46,6 +51,7 @@ class RecordAccumulator:
         if batch is None or batch.attempts or batch.size + size > self.batch_bytes:
             batch = ProducerBatch(tp, now, self._drive)
             queue.append(batch)
+            self._queued += 1
         batch.records.append((key, value, timestamp))
         batch.size += size
         self.buffered_bytes += size
@@ -114,6 +120,9 @@ class RecordAccumulator:
                 break
             total += batch.size
             batches.append(queue.popleft())
+        if not queue:
+            del self._queues[tp]
+        self._queued -= len(batches)
         return batches
 
     def reenqueue(self, batches: list[ProducerBatch], retry_at: float) -> None:
@@ -122,6 +131,7 @@ class RecordAccumulator:
         for batch in reversed(batches):
             batch.retry_at = retry_at
             queue.appendleft(batch)
+        self._queued += len(batches)
 
     def release(self, batches: Iterable[ProducerBatch]) -> None:
         """Batches settled (acknowledged or failed): their bytes no longer count."""
@@ -130,16 +140,23 @@ class RecordAccumulator:
     def expired(self, now: float, timeout: float) -> list[ProducerBatch]:
         """Remove and return queued batches created more than ``timeout`` seconds ago."""
         out = []
-        for queue in self._queues.values():
+        emptied = []
+        for tp, queue in self._queues.items():
             while queue and now - queue[0].created >= timeout:
                 out.append(queue.popleft())
+            if not queue:
+                emptied.append(tp)
+        for tp in emptied:
+            del self._queues[tp]
+        self._queued -= len(out)
         return out
 
     def queued_batches(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return self._queued
 
     def abort_all(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (closing without a flush)."""
         out = [b for q in self._queues.values() for b in q]
         self._queues.clear()
+        self._queued = 0
         return out

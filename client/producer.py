@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from time import time_ns as _time_ns
 from types import TracebackType
@@ -39,7 +39,7 @@ from client.accumulator import RecordAccumulator
 from client.batch import ProducerBatch, RecordFuture
 from client.errors import ClientTimeoutError, ConfigError, IllegalStateError, partition_error
 from client.future import Future
-from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
+from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.partitioner import DefaultPartitioner, Partitioner
 from client.records import TopicPartition
@@ -257,13 +257,23 @@ class Producer:
         """The topic's partitions as of the latest metadata (waiting for it if unknown)."""
         if self._closed:
             raise IllegalStateError("producer is closed")
+        known = self._topics.get(topic)
+        info = self._metadata.current.topics.get(topic)
+        if known is not None and info is known.info:
+            # Another topic's update: this one's metadata is the same object, so unchanged.
+            known = replace(known, version=self._metadata.updates)
+            self._topics[topic] = known
+            return known
         partitions = self._metadata.current.partitions_for(topic)
         if partitions is None:
             self._metadata.wait_for_topic(topic, self._max_block)
             partitions = self._metadata.current.partitions_for(topic)
             assert partitions is not None
         known = _KnownTopic(
-            self._metadata.updates, partitions, {p: TopicPartition(topic, p) for p in partitions}
+            self._metadata.updates,
+            self._metadata.current.topics[topic],
+            partitions,
+            {p: TopicPartition(topic, p) for p in partitions},
         )
         self._topics[topic] = known
         return known
@@ -318,7 +328,7 @@ class Producer:
         for tp in ready:
             leader = metadata.leader_for(tp.topic, tp.partition)
             if leader is None:
-                self._metadata.request_update()
+                self._metadata.request_update([tp.topic])
                 continue
             by_node.setdefault(leader, []).append(tp)
         for node, tps in by_node.items():
@@ -361,7 +371,7 @@ class Producer:
         self._busy.difference_update(drained)
         error = future.exception()
         if error is not None:
-            self._metadata.request_update()
+            self._metadata.request_update()  # the connection is gone: anything may have moved
             for batches in drained.values():
                 self._retry_or_fail(batches, error)
             return
@@ -383,7 +393,7 @@ class Producer:
                 continue
             error = partition_error(tp, code, result["error_message"])
             if code in STALE_METADATA_ERRORS:
-                self._metadata.request_update()
+                self._metadata.request_update([tp.topic])  # that topic only: cost O(1)
             self._retry_or_fail(batches, error)
 
     def _retry_or_fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
@@ -414,7 +424,8 @@ class Producer:
 
 @dataclass(frozen=True, slots=True)
 class _KnownTopic:
-    version: int  # the metadata update it was read from
+    version: int  # the metadata update it was last checked against (a cheap test per send)
+    info: TopicInfo  # the metadata it was read from; a new object when the topic changed
     partitions: list[int]
     tps: dict[int, TopicPartition]
 

@@ -60,6 +60,9 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    INVALID_RECORD = 87
     UNKNOWN_ASSIGNMENT_STRATEGY = 200
     UNSUPPORTED_API = 201
 
@@ -168,6 +171,22 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
         "", False, "The group has members; it can only be deleted or reset when Empty."
     ),
     ErrorCode.GROUP_ID_NOT_FOUND: _i("", False, "No group with that id exists."),
+    ErrorCode.FENCED_LEADER_EPOCH: _i(
+        "", True, "The request names a leader epoch older than the leader's own."
+    ),
+    ErrorCode.UNKNOWN_LEADER_EPOCH: _i(
+        "", True, "The request names a leader epoch newer than the leader's own (it has not "
+        "caught up with the controller yet)."
+    ),
+    # Not retriable: sending the same message again gets the same answer. Kafka answered a
+    # keyless message to a compacted topic with the retriable CORRUPT_MESSAGE until KIP-467,
+    # and producers retried it until their delivery timeout (KAFKA-4808).
+    ErrorCode.INVALID_RECORD: _i(
+        "",
+        False,
+        "A message is well formed but the broker refuses it (e.g. no key for a compacted "
+        "topic); nothing was written.",
+    ),
     ErrorCode.UNKNOWN_ASSIGNMENT_STRATEGY: _i(
         "UnknownPartitioningStrategy",
         False,
@@ -353,6 +372,18 @@ class NonEmptyGroupError(BrokerError):
 
 class GroupIdNotFoundError(BrokerError):
     code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class InvalidRecordError(BrokerError):
+    code = ErrorCode.INVALID_RECORD
+
+
+class FencedLeaderEpochError(BrokerError):
+    code = ErrorCode.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(BrokerError):
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 class UnknownAssignmentStrategyError(BrokerError):

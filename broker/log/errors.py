@@ -48,9 +48,10 @@ class CorruptMessageSetError(CorruptMessageError, InvalidMessageError):
 
 class KeylessMessageError(LogError, ValueError):
     """A message without a key was produced to a compacted log (Kafka: "Compacted topic cannot
-    accept message without key"); nothing was written."""
+    accept message without key"); nothing was written. INVALID_RECORD, as Kafka answers since
+    KIP-467: CORRUPT_MESSAGE is retriable, so producers retried it until their delivery timeout."""
 
-    code = ErrorCode.CORRUPT_MESSAGE
+    code = ErrorCode.INVALID_RECORD
 
 
 class MessageSetTooLargeError(LogError):

@@ -138,7 +138,7 @@ def test_topic_configs_apply(client: RawClient) -> None:
 
     _create(client, _spec("compacted", cleanup_policy="compact"))
     keyless = client.produce_set("compacted", 0, encode_message_set([Record(None, b"v", 1)]))
-    assert keyless["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert keyless["error_code"] == ErrorCode.INVALID_RECORD
     assert "without a key" in keyless["error_message"]
 
 

@@ -120,3 +120,21 @@ def test_buffered_bytes_count_until_released() -> None:
     assert acc.buffered_bytes == 3 * SIZE
     acc.release(acc.drain(TP, max_bytes=100 * SIZE, now=0.0, flushing=False))
     assert acc.buffered_bytes == 0
+
+
+def test_only_partitions_with_queued_batches_are_held() -> None:
+    """Every I/O round walks the queues: partitions written to once and drained (or expired)
+    must not stay in them, or each round costs O(every partition ever used)."""
+    acc = accumulator(linger_ms=0)
+    tps = [TopicPartition(f"topic-{i}", 0) for i in range(500)]
+    for tp in tps:
+        add(acc, 0.0, tp)
+        acc.release(acc.drain(tp, max_bytes=10 * SIZE, now=0.0, flushing=False))
+    add(acc, 0.0, OTHER)
+    add(acc, 0.0, TP)
+    acc.expired(now=10.0, timeout=1.0)
+    assert acc._queues == {}
+    assert acc.queued_batches() == 0
+    add(acc, 20.0, TP)
+    assert acc.sendable(20.0, flushing=False, busy=set()) == [TP]
+    assert acc.queued_batches() == 1

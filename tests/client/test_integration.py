@@ -147,6 +147,27 @@ def test_a_message_over_the_brokers_limit_is_refused_by_type(broker) -> None:
         assert producer.send("huge", b"fine").result(timeout=20).offset == 0
 
 
+@pytest.mark.timeout(60)
+def test_a_keyless_message_to_a_compacted_topic_fails_at_once(broker) -> None:
+    """A refusal that retrying cannot change fails the future on the first answer; with an hour
+    of delivery timeout, retrying would run into the 20 s wait below (it used to: the broker
+    answered CORRUPT_MESSAGE, which is retriable)."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("compacted", configs={"cleanup_policy": "compact"})
+    producer = Producer(broker.bootstrap, delivery_timeout_ms=3_600_000, retry_backoff_ms=10)
+    try:
+        started = time.monotonic()
+        future = producer.send("compacted", b"no key")
+        with pytest.raises(InvalidRecordError, match=r"^compacted-0: .*without a key"):
+            future.result(timeout=20)
+        assert time.monotonic() - started < 10
+        assert not future.exception().retriable  # type: ignore[union-attr]
+        keyed = producer.send("compacted", b"keyed", key=b"k").result(timeout=20)
+        assert keyed.offset == 0  # nothing of the refused message was written
+    finally:
+        producer.close(timeout=1)
+
+
 def test_out_of_range_resets_or_raises(broker) -> None:
     tp = TopicPartition("range", 0)
     with Producer(broker.bootstrap) as producer:

@@ -36,6 +36,11 @@ def count(fake: FakeBroker, api: ApiKey) -> int:
     return sum(1 for r in fake.requests if r.header.api_key == api)
 
 
+def metadata_asked(fake: FakeBroker, since: int = 0) -> list[list[str] | None]:
+    """The topics named by each Metadata request from the ``since``-th request on."""
+    return [r.body["topics"] for r in fake.requests[since:] if r.header.api_key == ApiKey.METADATA]
+
+
 def wait_until(condition, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -212,3 +217,39 @@ def test_a_closed_producer_refuses_sends(fake: FakeBroker) -> None:
     producer.close()  # twice is fine
     with pytest.raises(Exception, match="closed"):
         producer.send("t", b"v")
+
+
+def test_each_new_topic_costs_one_metadata_request_naming_only_it() -> None:
+    """Learning topic N must not re-ask for the N-1 known ones (each new topic used to cost
+    a request naming every known topic: quadratic in the number of topics)."""
+    names = [f"topic-{i:03}" for i in range(60)]
+    fake = FakeBroker(dict.fromkeys(names, 2))
+    try:
+        with Producer(fake.bootstrap) as producer:
+            for name in names:
+                before = len(fake.requests)
+                producer.send(name, b"first").result(timeout=5)
+                assert metadata_asked(fake, before) == [[name]]
+            before = len(fake.requests)
+            for name in names:  # every topic learned so far is still known
+                assert producer.send(name, b"second").result(timeout=5).topic == name
+            assert metadata_asked(fake, before) == []
+    finally:
+        fake.close()
+
+
+def test_not_leader_for_one_topic_refreshes_only_that_topic() -> None:
+    names = [f"topic-{i}" for i in range(20)]
+    fake = FakeBroker(dict.fromkeys(names, 1))
+    try:
+        with Producer(fake.bootstrap, retry_backoff_ms=10) as producer:
+            for name in names:
+                producer.send(name, b"v").result(timeout=5)
+            before = len(fake.requests)
+            fake.faults.append(
+                once(ApiKey.PRODUCE, produce_error(ErrorCode.NOT_LEADER_FOR_PARTITION))
+            )
+            assert producer.send("topic-7", b"moved").result(timeout=5).offset == 1
+            assert metadata_asked(fake, before) == [["topic-7"]]
+    finally:
+        fake.close()

@@ -130,7 +130,7 @@ def test_a_compacted_log_refuses_messages_without_a_key(open_log: OpenLog, codec
     log = open_log(cleanup_policy="compact")
     with pytest.raises(KeylessMessageError) as caught:
         log.append(message_set([(b"k", b"1", 0), (None, b"2", 0)], codec))
-    assert caught.value.code is ErrorCode.CORRUPT_MESSAGE
+    assert caught.value.code is ErrorCode.INVALID_RECORD  # not retriable, unlike CORRUPT_MESSAGE
     assert isinstance(caught.value, ValueError)
     assert log.log_end_offset == 0 and log.size_bytes() == 0
     log.append(message_set([(b"k", b"1", 0), (b"j", None, 0)], codec))

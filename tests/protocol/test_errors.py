@@ -59,12 +59,35 @@ KAFKA_NUMBERS = {
     "COORDINATOR_NOT_AVAILABLE": 15, "NOT_COORDINATOR": 16, "INVALID_TOPIC": 17,
     "NOT_ENOUGH_REPLICAS": 19, "ILLEGAL_GENERATION": 22, "INCONSISTENT_GROUP_PROTOCOL": 23,
     "INVALID_GROUP_ID": 24, "UNKNOWN_MEMBER_ID": 25, "INVALID_SESSION_TIMEOUT": 26,
-    "REBALANCE_IN_PROGRESS": 27,
+    "REBALANCE_IN_PROGRESS": 27, "INVALID_RECORD": 87,
 }
 
 
 def test_numbers_follow_kafka() -> None:
     assert {name: int(ErrorCode[name]) for name in KAFKA_NUMBERS} == KAFKA_NUMBERS
+
+
+# Kafka's retriable flags (org.apache.kafka.common.protocol.Errors: RetriableException or not)
+# for the codes we share: clients retry exactly what a Kafka client would retry.
+KAFKA_RETRIABLE = {
+    "UNKNOWN_SERVER_ERROR": False, "OFFSET_OUT_OF_RANGE": False, "CORRUPT_MESSAGE": True,
+    "UNKNOWN_TOPIC_OR_PARTITION": True, "INVALID_FETCH_SIZE": False,
+    "LEADER_NOT_AVAILABLE": True, "NOT_LEADER_FOR_PARTITION": True, "REQUEST_TIMED_OUT": True,
+    "MESSAGE_TOO_LARGE": False, "OFFSET_METADATA_TOO_LARGE": False,
+    "COORDINATOR_LOAD_IN_PROGRESS": True, "COORDINATOR_NOT_AVAILABLE": True,
+    "NOT_COORDINATOR": True, "INVALID_TOPIC": False, "RECORD_LIST_TOO_LARGE": False,
+    "NOT_ENOUGH_REPLICAS": True, "INVALID_REQUIRED_ACKS": False, "ILLEGAL_GENERATION": False,
+    "INCONSISTENT_GROUP_PROTOCOL": False, "INVALID_GROUP_ID": False, "UNKNOWN_MEMBER_ID": False,
+    "INVALID_SESSION_TIMEOUT": False, "REBALANCE_IN_PROGRESS": False,
+    "INVALID_COMMIT_OFFSET_SIZE": False, "UNSUPPORTED_VERSION": False,
+    "TOPIC_ALREADY_EXISTS": False, "INVALID_PARTITIONS": False,
+    "INVALID_REPLICATION_FACTOR": False, "INVALID_CONFIG": False, "INVALID_REQUEST": False,
+    "NON_EMPTY_GROUP": False, "GROUP_ID_NOT_FOUND": False, "INVALID_RECORD": False,
+}
+
+
+def test_retriable_flags_follow_kafka() -> None:
+    assert {name: ErrorCode[name].retriable for name in KAFKA_RETRIABLE} == KAFKA_RETRIABLE
 
 
 # The seed's names that DESIGN.md asks the spec to show next to ours.
