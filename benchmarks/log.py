@@ -7,6 +7,8 @@ run and the ratio between them:
   index upkeep, rolling) against sequential ``os.write`` of the same bytes to one file; with
   flushing off, and with ``flush_messages=10000`` against ``os.write`` plus ``fsync`` at the same
   message counts.
+- ``log.append_as_follower``: a replica's appends of the same sets as the leader stored them
+  (offsets kept: checked, not assigned), flushing off, against the same ``os.write``.
 - ``log.read``: ``PartitionLog.read(...).bytes()`` in 1 MiB chunks over the whole log against
   ``os.read`` of the raw file in 1 MiB chunks; ``log.sendfile``: ``os.sendfile`` of each
   ``ReadResult`` to /dev/null against ``os.sendfile`` of the raw file.
@@ -33,6 +35,7 @@ import structlog
 
 from benchmarks.codec import sample_records
 from broker.log import LogConfig, PartitionLog
+from broker.log.validation import prepare_append
 from protocol.messageset import encode_message_set
 
 SET_BYTES = 1 << 20
@@ -93,6 +96,28 @@ def log_append(sets: list[bytes], config: LogConfig) -> Callable[[Path], None]:
     return run
 
 
+def follower_append(sets: list[bytes], config: LogConfig) -> Callable[[Path], None]:
+    def run(directory: Path) -> None:
+        log = PartitionLog.open(directory / "t-0", config)
+        try:
+            for data in sets:
+                log.append_as_follower(data)
+        finally:
+            log.close()
+
+    return run
+
+
+def as_stored(sets: list[bytes]) -> list[bytes]:
+    """The sets with the offsets a leader gave them, as a replica fetches them."""
+    stored, next_offset = [], 0
+    for data in sets:
+        prepared = prepare_append(data, next_offset=next_offset)
+        stored.append(bytes(prepared.data))
+        next_offset = prepared.last_offset + 1
+    return stored
+
+
 def append_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> list[dict[str, Any]]:
     sets, per_set = message_sets(value_bytes, total_mib)
     total = sum(map(len, sets))
@@ -115,6 +140,22 @@ def append_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> l
                 "ratio": round(raw_s / log_s, 3),
             }
         )
+    config = LogConfig(retention_ms=None)
+    log_s = best_seconds(follower_append(as_stored(sets), config), root, rounds)
+    raw_s = best_seconds(raw_write(sets, per_set, None), root, rounds)
+    lines.append(
+        {
+            "bench": "log.append_as_follower",
+            "value_bytes": value_bytes,
+            "set_bytes": len(sets[0]),
+            "flush_messages": None,
+            "total_mb": round(total / 1e6, 1),
+            "mb_per_s": round(total / log_s / 1e6, 1),
+            "messages_per_s": round(messages / log_s),
+            "raw_write_mb_per_s": round(total / raw_s / 1e6, 1),
+            "ratio": round(raw_s / log_s, 3),
+        }
+    )
     return lines
 
 

@@ -7,8 +7,10 @@ I/O (no trio): each call is quick, and the server calls them from its tasks.
 
 from broker.log.config import SETTINGS, LogConfig
 from broker.log.errors import (
+    CorruptCheckpointError,
     CorruptMessageSetError,
     CorruptSegmentError,
+    FollowerAppendError,
     InvalidMessageError,
     KeylessMessageError,
     LogClosedError,
@@ -16,17 +18,31 @@ from broker.log.errors import (
     LogOffsetOutOfRangeError,
     MessageSetLargerThanSegmentError,
     MessageSetTooLargeError,
+    OffsetsOutOfOrderError,
+    UnexpectedAppendOffsetError,
+)
+from broker.log.leader_epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochCache,
 )
 from broker.log.manager import LogManager, MaintenanceResult
 from broker.log.partition_log import AppendResult, PartitionLog, ReadResult
 
 __all__ = [
     "SETTINGS",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "AppendResult",
+    "CorruptCheckpointError",
     "CorruptMessageSetError",
     "CorruptSegmentError",
+    "EpochEntry",
+    "FollowerAppendError",
     "InvalidMessageError",
     "KeylessMessageError",
+    "LeaderEpochCache",
     "LogClosedError",
     "LogConfig",
     "LogError",
@@ -35,6 +51,8 @@ __all__ = [
     "MaintenanceResult",
     "MessageSetLargerThanSegmentError",
     "MessageSetTooLargeError",
+    "OffsetsOutOfOrderError",
     "PartitionLog",
     "ReadResult",
+    "UnexpectedAppendOffsetError",
 ]

@@ -93,6 +93,52 @@ class CorruptSegmentError(LogError):
     code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class FollowerAppendError(LogError):
+    """A replica's fetched message set cannot go where ``append_as_follower`` would put it;
+    nothing was written. Raised on the follower, never answered on the wire."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class UnexpectedAppendOffsetError(FollowerAppendError):
+    """A fetched set starts below the follower's log end offset (Kafka's
+    UnexpectedAppendOffsetException): the logs diverged, or the fetch started mid-entry. The
+    fetcher truncates (by leader epoch) or starts over, then fetches again."""
+
+    def __init__(
+        self, directory: object, first_offset: int, last_offset: int, log_end_offset: int
+    ) -> None:
+        super().__init__(
+            f"{directory}: a follower append of offsets {first_offset}..{last_offset} starts "
+            f"below the log end offset {log_end_offset}"
+        )
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_end_offset = log_end_offset
+
+
+class OffsetsOutOfOrderError(FollowerAppendError):
+    """The entries of a fetched set do not have strictly increasing offsets (Kafka's
+    OffsetsOutOfOrderException)."""
+
+    def __init__(self, directory: object, offset: int, previous: int, position: int) -> None:
+        super().__init__(
+            f"{directory}: a follower append has offset {offset} at position {position} "
+            f"after offset {previous}; offsets must increase"
+        )
+        self.offset = offset
+        self.previous = previous
+        self.position = position
+
+
+class CorruptCheckpointError(LogError):
+    """A checkpoint file (``leader-epoch-checkpoint``, ``replication-offset-checkpoint``) is
+    not in Kafka's format. Never written half (they are replaced atomically), so this is damage
+    or a foreign file; the message names the file and the line."""
+
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 def error_code(exc: BaseException) -> ErrorCode:
     """The wire code for any exception the log may raise (unknown ones are server errors)."""
     if isinstance(exc, LogError | BrokerError):

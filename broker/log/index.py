@@ -78,6 +78,17 @@ class _SparseIndex:
         self._pending = bytearray()
         os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
 
+    def _truncate(self, count: int) -> None:
+        """Keep the first ``count`` entries, in memory and in the file (which is left open
+        for appending: the segment is the active one again)."""
+        self.write_pending()
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if count < len(self._keys):
+            del self._keys[count:]
+            del self._values[count:]
+        os.ftruncate(self._fd, count * self.ENTRY.size)
+
     def fsync(self) -> None:
         if self._fd is not None:
             os.fsync(self._fd)
@@ -118,6 +129,10 @@ class OffsetIndex(_SparseIndex):
         i = bisect_left(self._keys, min(relative, MAX_RELATIVE_OFFSET + 1)) - 1
         return self._values[i] if i >= 0 else 0
 
+    def truncate_to_position(self, position: int) -> None:
+        """Drop the entries pointing at ``position`` or beyond (the log was cut there)."""
+        self._truncate(bisect_left(self._values, position))
+
     def last(self) -> tuple[int, int] | None:
         """``(offset, position)`` of the last entry."""
         if not self._keys:
@@ -139,6 +154,10 @@ class TimeIndex(_SparseIndex):
     def extend(self, timestamps: list[int], offsets: list[int]) -> None:
         base = self.base_offset
         self._extend(timestamps, [offset - base for offset in offsets])
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Drop the entries for ``offset`` or later ones (the log was cut before it)."""
+        self._truncate(bisect_left(self._values, max(offset - self.base_offset, 0)))
 
     @property
     def last_timestamp(self) -> int:

@@ -8,6 +8,9 @@
         cleaner-checkpoint              offset below which the log is compacted
         clean-shutdown                  present only while the log is closed cleanly
         compaction-swap                 present only while compacted segments replace old ones
+        leader-epoch-checkpoint         the leader epochs and the offsets each one started at
+
+    <data_dir>/replication-offset-checkpoint   every replicated partition's high watermark
 
 Segment files are named by their base offset, 20 digits, so that names sort as offsets do.
 """
@@ -18,6 +21,8 @@ import json
 import os
 import re
 from pathlib import Path
+
+from broker.log.errors import CorruptCheckpointError
 
 LOG = ".log"
 INDEX = ".index"
@@ -30,6 +35,9 @@ RECOVERY_POINT = "recovery-point"
 CLEANER_CHECKPOINT = "cleaner-checkpoint"
 CLEAN_SHUTDOWN = "clean-shutdown"
 SWAP_MANIFEST = "compaction-swap"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # in the data directory
+CHECKPOINT_VERSION = 0
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -112,3 +120,45 @@ def read_swap_manifest(path: Path) -> tuple[list[int], list[int]] | None:
 
 def write_swap_manifest(path: Path, old_bases: list[int], new_bases: list[int]) -> None:
     write_atomically(path, json.dumps({"old": old_bases, "new": new_bases}).encode(), durable=True)
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
+    """The entries of a checkpoint file in Kafka's format, each split into its ``fields``
+    space-separated fields; None when the file does not exist. The format: a version line
+    (0), a line with the number of entries, then one entry a line. Anything else raises
+    ``CorruptCheckpointError`` naming the file and the line."""
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptCheckpointError(f"{path}: cannot be read: {exc}") from None
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != str(CHECKPOINT_VERSION):
+        found = repr(lines[0]) if lines else "an empty file"
+        raise CorruptCheckpointError(
+            f"{path}: line 1 must be the version {CHECKPOINT_VERSION}, found {found}"
+        )
+    try:
+        count = int(lines[1])
+    except (IndexError, ValueError):
+        raise CorruptCheckpointError(f"{path}: line 2 must be the number of entries") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if count != len(entries) or any(len(entry) != fields for entry in entries):
+        raise CorruptCheckpointError(
+            f"{path}: expected {count} entries of {fields} fields after line 2, found "
+            f"{[' '.join(entry) for entry in entries]}"
+        )
+    return entries
+
+
+def write_checkpoint(path: Path, entries: list[tuple[object, ...]]) -> None:
+    """Replace ``path`` durably with ``entries`` in Kafka's checkpoint format (see
+    ``read_checkpoint``). A field must not be empty or hold whitespace."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    for entry in entries:
+        fields = [str(field) for field in entry]
+        if any(not field or len(field.split()) != 1 for field in fields):
+            raise ValueError(f"checkpoint fields must be non-empty words: {fields}")
+        lines.append(" ".join(fields))
+    write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"), durable=True)

@@ -4,6 +4,13 @@ At start the manager opens each ``<topic>-<partition>`` directory under the data
 takes an exclusive lock on it, so that two brokers never share one. ``run_maintenance`` flushes
 (``flush_ms``), deletes by retention and compacts; the server calls it from a timer, directly or
 in a worker thread (see ``PartitionLog`` on threads).
+
+With ``replicated=True`` (a broker of a cluster), every log's high watermark is kept by
+replication: ``checkpoint_high_watermarks`` writes them to ``replication-offset-checkpoint`` in
+the data directory (Kafka's format: version 0, the count, then ``topic partition offset``
+lines), after every maintenance pass and at close, and each log starts from its checkpointed
+one when opened. A single broker (the default) neither reads nor writes the file: its logs'
+high watermarks follow their log end offsets.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import structlog
 
 from broker.log import layout
 from broker.log.config import LogConfig
-from broker.log.errors import LogClosedError
+from broker.log.errors import CorruptCheckpointError, LogClosedError
 from broker.log.partition_log import DELETING_SUFFIX, PartitionLog
 
 log = structlog.get_logger(__name__)
@@ -34,6 +41,7 @@ class MaintenanceResult:
     flushed: int = 0  # logs flushed because of flush_ms
     segments_deleted: int = 0
     compacted: int = 0  # logs compacted
+    high_watermarks_checkpointed: bool = False  # replication-offset-checkpoint rewritten
 
 
 class DataDirectoryInUseError(RuntimeError):
@@ -48,8 +56,12 @@ class LogManager:
         *,
         topic_configs: Mapping[str, LogConfig] | None = None,
         clock: Callable[[], float] = time.time,
+        replicated: bool = False,
     ) -> None:
         self._data_dir = Path(data_dir)
+        self._replicated = replicated
+        self._checkpoint_lock = threading.Lock()
+        self._checkpointed: dict[tuple[str, int], int] | None = None  # as last written
         self._default_config = default_config
         self._topic_configs = dict(topic_configs or {})
         self._clock = clock
@@ -65,6 +77,7 @@ class LogManager:
             os.close(self._lock_fd)
             self._lock_fd = None
             raise DataDirectoryInUseError(f"{self._data_dir} is used by another process") from None
+        high_watermarks = self._read_high_watermarks() if replicated else {}
         for path in sorted(self._data_dir.iterdir()):
             if path.is_dir() and path.name.endswith(DELETING_SUFFIX):
                 shutil.rmtree(path)  # a deletion a crash interrupted
@@ -72,12 +85,23 @@ class LogManager:
             parsed = layout.parse_partition_dir(path.name)
             if parsed is not None and path.is_dir():
                 topic, _partition = parsed
-                self._logs[parsed] = PartitionLog.open(path, self.config_for(topic), clock=clock)
+                self._logs[parsed] = PartitionLog.open(
+                    path,
+                    self.config_for(topic),
+                    clock=clock,
+                    replicated=replicated,
+                    high_watermark=high_watermarks.get(parsed),
+                )
         log.info("log.manager.opened", data_dir=str(self._data_dir), partitions=len(self._logs))
 
     @property
     def data_dir(self) -> Path:
         return self._data_dir
+
+    @property
+    def replicated(self) -> bool:
+        """Whether the logs' high watermarks are kept by replication (see the module doc)."""
+        return self._replicated
 
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self._default_config)
@@ -105,7 +129,9 @@ class LogManager:
             if existing is not None:
                 return existing
             directory = self._data_dir / layout.partition_dir_name(topic, partition)
-            plog = PartitionLog.open(directory, self.config_for(topic), clock=self._clock)
+            plog = PartitionLog.open(
+                directory, self.config_for(topic), clock=self._clock, replicated=self._replicated
+            )
             self._logs[(topic, partition)] = plog
             return plog
 
@@ -116,6 +142,8 @@ class LogManager:
         if plog is None:
             return False
         plog.delete()
+        if self._replicated:  # its line must not come back for a partition made anew
+            self.checkpoint_high_watermarks()
         return True
 
     def partitions(self) -> list[tuple[str, int]]:
@@ -136,10 +164,59 @@ class LogManager:
                 continue  # deleted while the pass ran
             except Exception:  # one failing partition must not stop the others' upkeep
                 log.exception("log.maintenance.failed", directory=str(plog.directory))
-        return MaintenanceResult(flushed, deleted, compacted)
+        try:
+            checkpointed = self.checkpoint_high_watermarks()
+        except Exception:
+            log.exception("log.manager.checkpoint_failed", data_dir=str(self._data_dir))
+            checkpointed = False
+        return MaintenanceResult(flushed, deleted, compacted, checkpointed)
+
+    def checkpoint_high_watermarks(self) -> bool:
+        """Write every replicated log's high watermark to ``replication-offset-checkpoint``
+        (atomically, fsynced), unless none changed since the last write. Returns whether it
+        wrote; a manager that is not ``replicated`` never does."""
+        if not self._replicated:
+            return False
+        with self._checkpoint_lock:  # collected and written in one order: the last one wins
+            with self._lock:
+                logs = dict(self._logs)
+            marks: dict[tuple[str, int], int] = {}
+            for (topic, partition), plog in logs.items():
+                if not plog.replicated or len(topic.split()) != 1:
+                    continue  # a name with whitespace cannot be a legal topic, nor be written
+                try:
+                    marks[(topic, partition)] = plog.high_watermark
+                except LogClosedError:
+                    continue  # deleted meanwhile
+            if marks == self._checkpointed:
+                return False
+            layout.write_checkpoint(
+                self._data_dir / layout.REPLICATION_OFFSET_CHECKPOINT,
+                [(topic, partition, mark) for (topic, partition), mark in sorted(marks.items())],
+            )
+            self._checkpointed = marks
+        return True
+
+    def _read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        """The checkpointed high watermarks. A damaged file is ignored with a warning: a high
+        watermark that starts low only delays what consumers see until the leader moves it."""
+        path = self._data_dir / layout.REPLICATION_OFFSET_CHECKPOINT
+        try:
+            rows = layout.read_checkpoint(path, 3) or []
+            marks = {(topic, int(partition)): int(offset) for topic, partition, offset in rows}
+        except (CorruptCheckpointError, ValueError) as exc:
+            log.warning("log.manager.high_watermarks_unreadable", path=str(path), error=str(exc))
+            return {}
+        self._checkpointed = marks
+        return marks
 
     def close(self) -> None:
-        """Close every log cleanly and release the data directory."""
+        """Checkpoint the high watermarks, close every log cleanly and release the data
+        directory."""
+        try:
+            self.checkpoint_high_watermarks()
+        except Exception:  # the logs must still be closed cleanly
+            log.exception("log.manager.checkpoint_failed", data_dir=str(self._data_dir))
         with self._lock:
             logs, self._logs = list(self._logs.values()), {}
         for plog in logs:

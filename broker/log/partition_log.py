@@ -5,6 +5,14 @@ reads come from one thread (the event loop). The maintenance calls -- ``flush``,
 ``maybe_flush``, ``enforce_retention``, ``compact`` -- may run in a worker thread at the same
 time: they change shared state only under the log's lock, for short steps, and readers never take
 the lock (they work on a snapshot of the segment list).
+
+Replication adds ``append_as_follower`` (entries fetched from the leader, offsets kept),
+``truncate_to`` / ``truncate_fully_and_start_at`` (a follower dropping what the leader does not
+have), the leader-epoch cache (``leader_epochs``) and a high watermark that, for a replicated
+log, starts at its checkpoint and moves only when set. Truncation holds the lock throughout,
+fsyncs included: nothing is appended to a partition while it is being truncated anyway. A
+read running in another thread at that moment may come back short or fail with
+``CorruptSegmentError``, as a read of a file being cut does.
 """
 
 from __future__ import annotations
@@ -13,8 +21,11 @@ import os
 import shutil
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
+from operator import add, lt
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,17 +33,24 @@ import structlog
 
 from broker.log import compaction, layout
 from broker.log.config import LogConfig
+from broker.log.entries import Scan, scan_entries
 from broker.log.errors import (
+    CorruptMessageSetError,
+    InvalidMessageError,
     LogClosedError,
     LogOffsetOutOfRangeError,
     MessageSetLargerThanSegmentError,
     MessageSetTooLargeError,
+    OffsetsOutOfOrderError,
+    UnexpectedAppendOffsetError,
 )
 from broker.log.index import MAX_RELATIVE_OFFSET
+from broker.log.leader_epochs import LeaderEpochCache
 from broker.log.segment import Segment, SegmentFile
 from broker.log.segment_list import SegmentList
 from broker.log.validation import prepare_append
-from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper
+from protocol.errors import MessageFormatError
+from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
 
 log = structlog.get_logger(__name__)
 
@@ -82,6 +100,10 @@ class PartitionLog:
         segments: SegmentList,
         clock: Callable[[], float],
         cleaner_checkpoint: int,
+        *,
+        leader_epochs: LeaderEpochCache | None = None,
+        replicated: bool = False,
+        high_watermark: int | None = None,
     ) -> None:
         self._directory = directory
         self._config = config
@@ -95,18 +117,38 @@ class PartitionLog:
         self._last_flush = clock()
         self._unflushed: list[Segment] = []  # sealed since the last flush
         self._directory_changed = False
+        self._truncations = 0  # flush and compaction drop what they did across a truncation
+        self._leader_epochs = leader_epochs or LeaderEpochCache(
+            directory / layout.LEADER_EPOCH_CHECKPOINT
+        )
+        self._replicated = replicated
         self._high_watermark: int | None = None
+        if replicated:
+            start, end = segments.log_start_offset, segments.log_end_offset
+            wanted = start if high_watermark is None else high_watermark
+            self._high_watermark = min(max(wanted, start), end)
 
     # ---------------------------------------------------------------------------------------
     # Opening and recovery
 
     @classmethod
     def open(
-        cls, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        replicated: bool = False,
+        high_watermark: int | None = None,
     ) -> PartitionLog:
         """Open (or create) the log in ``directory``. Without the clean-shutdown marker, the
         segments from the recovery point on are checked entry by entry and truncated at the
-        first bad one (seed 000 "Guarantees"); missing or damaged indexes are rebuilt."""
+        first bad one (seed 000 "Guarantees"); missing or damaged indexes are rebuilt.
+
+        ``replicated``: the high watermark starts at ``high_watermark`` (the checkpointed one;
+        the log start offset when None), clamped to the log, and moves only when set. Otherwise
+        it follows the log end offset until set (a single broker). The leader-epoch cache is
+        loaded and cut to the log as recovered."""
         directory = Path(directory)
         if not directory.is_dir():
             directory.mkdir(parents=True)
@@ -137,10 +179,22 @@ class PartitionLog:
             segments[-1].first_append_time = now
         checkpoint = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
         checkpoint = min(checkpoint or 0, segments[-1].base_offset)
+        leader_epochs = LeaderEpochCache.load(directory / layout.LEADER_EPOCH_CHECKPOINT)
+        leader_epochs.truncate_from_end(segments[-1].next_offset)  # a lost tail's epochs
+        leader_epochs.truncate_from_start(segments[0].base_offset)
         if clean:
             marker.unlink()
         layout.fsync_dir(directory)
-        return cls(directory, config, SegmentList(segments), clock, checkpoint)
+        return cls(
+            directory,
+            config,
+            SegmentList(segments),
+            clock,
+            checkpoint,
+            leader_epochs=leader_epochs,
+            replicated=replicated,
+            high_watermark=high_watermark,
+        )
 
     # ---------------------------------------------------------------------------------------
     # Properties
@@ -173,9 +227,20 @@ class PartitionLog:
         return self._live().log_end_offset
 
     @property
+    def replicated(self) -> bool:
+        """Whether the high watermark is kept by replication (see ``open``)."""
+        return self._replicated
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """The partition's leader-epoch cache (``leader-epoch-checkpoint``)."""
+        return self._leader_epochs
+
+    @property
     def high_watermark(self) -> int:
-        """The offset consumers may read up to. Follows the log end offset until replication
-        sets it."""
+        """The offset consumers may read up to. For a log that is not ``replicated``, follows
+        the log end offset until set; for a replicated one, starts at its checkpoint. Never
+        above the log end offset; truncation lowers it with the log end."""
         end = self.log_end_offset
         return end if self._high_watermark is None else min(self._high_watermark, end)
 
@@ -203,9 +268,11 @@ class PartitionLog:
     # ---------------------------------------------------------------------------------------
     # Appending
 
-    def append(self, message_set: bytes) -> AppendResult:
+    def append(self, message_set: bytes, *, leader_epoch: int | None = None) -> AppendResult:
         """Validate a produced message set, assign its offsets and write it. Nothing is
-        written when it is rejected."""
+        written when it is rejected. ``leader_epoch``: the epoch of the leader appending; when
+        newer than the cache's latest, it is recorded (durably, before the write) as starting
+        at the set's first offset."""
         config = self._config
         if len(message_set) > config.max_message_bytes:
             raise MessageSetTooLargeError(
@@ -227,16 +294,12 @@ class PartitionLog:
                 keys_required=config.compacted,
                 log_append_time=append_time,
             )
+            if leader_epoch is not None:
+                self._leader_epochs.assign(leader_epoch, prepared.first_offset)
             if self._should_roll(active, len(prepared.data), prepared.last_offset, now):
                 active = self._roll()
             active.append(prepared.data, prepared.entries, now)
-            self._messages_since_flush += prepared.last_offset - prepared.first_offset + 1
-            flush_due = (
-                config.flush_messages is not None
-                and self._messages_since_flush >= config.flush_messages
-            ) or (
-                config.flush_ms is not None and (now - self._last_flush) * 1000 >= config.flush_ms
-            )
+            flush_due = self._count_unflushed(prepared.last_offset - prepared.first_offset + 1, now)
         if flush_due:
             self.flush()
         return AppendResult(
@@ -244,6 +307,108 @@ class PartitionLog:
             prepared.last_offset,
             append_time if append_time is not None else -1,
         )
+
+    def _count_unflushed(self, messages: int, now: float) -> bool:
+        """Count appended messages; whether a flush is due (``flush_messages``, ``flush_ms``)."""
+        config = self._config
+        self._messages_since_flush += messages
+        return (
+            config.flush_messages is not None
+            and self._messages_since_flush >= config.flush_messages
+        ) or (config.flush_ms is not None and (now - self._last_flush) * 1000 >= config.flush_ms)
+
+    def append_as_follower(
+        self, message_set: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
+    ) -> AppendResult:
+        """Append entries fetched from the leader exactly as the leader stored them: offsets,
+        timestamps (LogAppendTime ones included) and compressed wrappers are kept byte for
+        byte. Each entry is checked as ``append`` checks a produced one (whole, sizes, magic,
+        codec, CRC); the messages inside wrappers are not decompressed (the leader checked
+        them), except the first entry's, to learn the set's first offset.
+
+        A trailing partial entry (a fetch response may end in one) is left out; a set with no
+        whole entry appends nothing and returns ``AppendResult(end, end - 1, -1)``, ``end``
+        being the log end offset. Otherwise returns the first offset (the first message of
+        the first entry) and the last one; ``log_append_time`` is -1.
+
+        Refused, with nothing written: entries whose offsets do not increase
+        (``OffsetsOutOfOrderError``); a set whose first offset is below the log end offset
+        (``UnexpectedAppendOffsetError``); a malformed set (``InvalidMessageError`` /
+        ``CorruptMessageSetError``); an entry larger than ``segment_bytes``. A first offset
+        above the log end offset is accepted: a leader's compaction leaves gaps, and its log
+        may start past ours. ``max_message_bytes`` and the key rule of compacted topics are the
+        leader's to enforce (its settings may have changed since). A set larger than the
+        room left in the active segment is split, at entry boundaries, over new segments.
+
+        ``leader_epoch``: the leader epoch that wrote these entries; when newer than the
+        cache's latest it is recorded as starting at the first offset. Message format v1
+        carries no epoch per entry, so a fetcher whose data spans an epoch change appends it
+        in two calls, split at the new epoch's start offset."""
+        scan = scan_entries(message_set)
+        if scan.error is not None:
+            error = CorruptMessageSetError if scan.bad_crc else InvalidMessageError
+            raise error(scan.error, position=scan.end)
+        offsets = scan.offsets
+        count = len(offsets)
+        if count > 1 and not all(map(lt, offsets, islice(offsets, 1, None))):
+            i = next(i for i in range(1, count) if offsets[i] <= offsets[i - 1])
+            raise OffsetsOutOfOrderError(
+                self._directory, offsets[i], offsets[i - 1], scan.positions[i]
+            )
+        if count and max(scan.sizes) > self._config.segment_bytes:
+            raise MessageSetLargerThanSegmentError(
+                f"an entry of {max(scan.sizes)} bytes exceeds segment_bytes="
+                f"{self._config.segment_bytes}"
+            )
+        first = _first_offset(message_set, scan) if count else 0
+        now = self._clock()
+        with self._lock:
+            end = self._live().log_end_offset
+            if not count:
+                return AppendResult(end, end - 1, -1)
+            if first < end:
+                raise UnexpectedAppendOffsetError(self._directory, first, offsets[-1], end)
+            if leader_epoch is not None:
+                self._leader_epochs.assign(leader_epoch, first)
+            self._write_fetched(message_set, scan, first, now)
+            flush_due = self._count_unflushed(offsets[-1] - first + 1, now)
+        if flush_due:
+            self.flush()
+        return AppendResult(first, offsets[-1], -1)
+
+    def _write_fetched(
+        self, data: bytes | bytearray | memoryview, scan: Scan, first: int, now: float
+    ) -> None:
+        """Write checked entries with their own offsets, rolling as often as they need."""
+        segment_bytes = self._config.segment_bytes
+        offsets = scan.offsets
+        active = self._live().active
+        if self._should_roll(active, scan.end, offsets[-1], now):
+            active = self._roll(max(active.next_offset, first))
+        if (
+            active.size + scan.end <= segment_bytes
+            and offsets[-1] - active.base_offset <= MAX_RELATIVE_OFFSET
+        ):
+            whole = data if scan.end == len(data) else memoryview(data)[: scan.end]
+            active.append(whole, scan, now)
+            return
+        # Larger than the room left: runs of entries, each filling a segment.
+        view = memoryview(data)
+        positions = scan.positions
+        ends = list(map(add, positions, scan.sizes))
+        i, low = 0, first  # low: the smallest offset entry i can hold
+        while i < len(positions):
+            j = min(
+                bisect_right(ends, positions[i] + segment_bytes - active.size, i),
+                bisect_right(offsets, active.base_offset + MAX_RELATIVE_OFFSET, i),
+            )
+            if j == i:
+                # A gap of 2**32 offsets or more only fits a segment based past its start.
+                base = max(active.next_offset, low, offsets[i] - MAX_RELATIVE_OFFSET)
+                active = self._roll(base) if active.size else self._rebase_active(base)
+                continue
+            active.append(view[positions[i] : ends[j - 1]], _slice(scan, i, j, ends[j - 1]), now)
+            i, low = j, offsets[j - 1] + 1
 
     def _should_roll(self, active: Segment, size: int, last_offset: int, now: float) -> bool:
         if not active.size:
@@ -264,15 +429,27 @@ class PartitionLog:
             if self._live().active.size:
                 self._roll()
 
-    def _roll(self) -> Segment:
+    def _roll(self, base_offset: int | None = None) -> Segment:
+        """Seal the active segment and start one at ``base_offset`` (default: the log end; a
+        follower's may be higher, after a gap)."""
         segments = self._live()
         old = segments.active
         old.seal()
-        new = Segment.create(self._directory, old.next_offset, self._config.index_interval_bytes)
+        base = old.next_offset if base_offset is None else base_offset
+        new = Segment.create(self._directory, base, self._config.index_interval_bytes)
         self._unflushed.append(old)
         self._directory_changed = True
         self._segments = segments.rolled(new)
         log.debug("log.rolled", directory=str(self._directory), base_offset=new.base_offset)
+        return new
+
+    def _rebase_active(self, base_offset: int) -> Segment:
+        """Replace the empty active segment by one based at ``base_offset``."""
+        segments = self._live()
+        segments.active.delete_files()
+        new = Segment.create(self._directory, base_offset, self._config.index_interval_bytes)
+        self._directory_changed = True
+        self._segments = SegmentList((*segments.closed, new))
         return new
 
     # ---------------------------------------------------------------------------------------
@@ -344,6 +521,7 @@ class PartitionLog:
             pending = [*self._unflushed, segments.active]
             target = segments.log_end_offset
             directory_changed = self._directory_changed
+            truncations = self._truncations
             self._unflushed = []
             self._directory_changed = False
             self._messages_since_flush = 0
@@ -353,7 +531,11 @@ class PartitionLog:
         if directory_changed:
             layout.fsync_dir(self._directory)
         with self._lock:
-            if target > self._recovery_point and self._segments is not None:
+            if (
+                target > self._recovery_point
+                and self._segments is not None
+                and self._truncations == truncations  # else target may be past a cut
+            ):
                 self._recovery_point = target
                 # Not fsynced: a lost update only makes recovery start earlier.
                 layout.write_offset_file(self._directory / layout.RECOVERY_POINT, target)
@@ -373,11 +555,136 @@ class PartitionLog:
         return True
 
     # ---------------------------------------------------------------------------------------
+    # Truncation and leader epochs (replication)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every entry holding ``offset`` or a later one, and return the new log end
+        offset. Entries go whole (Kafka truncates at entry boundaries): a compressed wrapper
+        holding ``offset`` goes with all its messages, so the new log end -- the offset after
+        the last remaining entry, or the log start when none remains -- may be below
+        ``offset``. Later segments are deleted; the segment holding the cut becomes the active
+        one, its file and both indexes cut. The recovery point, the high watermark and the
+        cleaner checkpoint are lowered to fit, and the leader-epoch cache loses the epochs
+        starting at or after the new end. Durable (fsynced) when it returns.
+
+        ``offset`` at or above the log end offset changes nothing. Below the log start offset,
+        the log is emptied and starts at ``offset`` (``truncate_fully_and_start_at``)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self._directory} to a negative offset {offset}")
+        with self._lock:
+            segments = self._live()
+            old_end = segments.log_end_offset
+            if offset >= old_end:
+                return old_end
+            if offset < segments.log_start_offset:
+                self._start_empty_at(offset)
+                end = offset
+            else:
+                end = self._truncate_segments(segments, offset)
+        log.info(
+            "log.truncated",
+            directory=str(self._directory),
+            offset=offset,
+            old_log_end_offset=old_end,
+            log_end_offset=end,
+        )
+        return end
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (log start = log end =
+        ``offset``): a follower whose log is wholly behind its leader's log start. The
+        leader-epoch cache is cleared; the recovery point, cleaner checkpoint and the high
+        watermark (if held) become ``offset``. Durable when it returns."""
+        if offset < 0:
+            raise ValueError(f"cannot start {self._directory} at a negative offset {offset}")
+        with self._lock:
+            old = self._live()
+            self._start_empty_at(offset)
+        log.info(
+            "log.truncated_fully",
+            directory=str(self._directory),
+            old_log_start_offset=old.log_start_offset,
+            old_log_end_offset=old.log_end_offset,
+            log_start_offset=offset,
+        )
+
+    def _truncate_segments(self, segments: SegmentList, offset: int) -> int:
+        """``truncate_to`` for log start <= ``offset`` < log end."""
+        index = segments.floor(offset)
+        keep = segments.segments[: index + 1]
+        if keep[-1].find_position(offset) == 0:
+            keep = keep[:-1]  # left empty: the one before ends the log
+        while keep and not keep[-1].size:  # so do empty ones compaction left (but the first)
+            keep = keep[:-1]
+        keep = keep or segments.segments[:1]
+        self._truncations += 1
+        for segment in reversed(segments.segments[len(keep) :]):  # newest first: no holes
+            segment.delete_files()
+        last = keep[-1]
+        last.truncate_to(offset)
+        if last.first_append_time is None and last.size:
+            last.first_append_time = self._clock()
+        self._segments = SegmentList(keep)
+        self._unflushed = [s for s in self._unflushed if s in keep and s is not last]
+        os.fsync(last.file.fileno())
+        last.index.fsync()
+        last.time_index.fsync()
+        self._after_truncation(
+            min(self._recovery_point, last.next_offset),
+            min(self._cleaner_checkpoint, last.base_offset),
+        )
+        self._leader_epochs.truncate_from_end(last.next_offset)
+        return last.next_offset
+
+    def _start_empty_at(self, offset: int) -> None:
+        segments = self._live()
+        self._truncations += 1
+        for segment in reversed(segments.segments):
+            segment.delete_files()
+        new = Segment.create(self._directory, offset, self._config.index_interval_bytes)
+        self._segments = SegmentList([new])
+        self._unflushed = []
+        self._after_truncation(offset, offset)
+        self._leader_epochs.clear()
+
+    def _after_truncation(self, recovery_point: int, cleaner_checkpoint: int) -> None:
+        """Bring the state files and the high watermark in line with the cut segments. Writing
+        the recovery point durably also makes the deletions durable (it fsyncs the
+        directory)."""
+        segments = self._live()
+        if cleaner_checkpoint != self._cleaner_checkpoint:
+            self._cleaner_checkpoint = cleaner_checkpoint
+            layout.write_offset_file(
+                self._directory / layout.CLEANER_CHECKPOINT, cleaner_checkpoint, durable=True
+            )
+        self._recovery_point = recovery_point
+        layout.write_offset_file(
+            self._directory / layout.RECOVERY_POINT, recovery_point, durable=True
+        )
+        if self._high_watermark is not None:
+            self._high_watermark = min(
+                max(self._high_watermark, segments.log_start_offset), segments.log_end_offset
+            )
+
+    def assign_leader_epoch(self, epoch: int) -> bool:
+        """Record that ``epoch`` starts at the log end offset, as a new leader does on taking
+        over (KIP-279: its epoch is known before it writes). See ``LeaderEpochCache.assign``."""
+        with self._lock:
+            return self._leader_epochs.assign(epoch, self._live().log_end_offset)
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """``LeaderEpochCache.end_offset_for`` with this log's end offset: the answer to
+        OffsetsForLeaderEpoch."""
+        with self._lock:
+            return self._leader_epochs.end_offset_for(requested_epoch, self._live().log_end_offset)
+
+    # ---------------------------------------------------------------------------------------
     # Retention
 
     def enforce_retention(self, now: float | None = None) -> int:
         """Delete the oldest closed segments past ``retention_ms`` or beyond
-        ``retention_bytes`` (never the active one). Returns how many were deleted."""
+        ``retention_bytes`` (never the active one, nor one holding offsets at or above the high
+        watermark: followers may still need them). Returns how many were deleted."""
         config = self._config
         if config.compacted:
             return 0
@@ -385,6 +692,12 @@ class PartitionLog:
         with self._lock:
             segments = self._live()
             closed = segments.closed
+            if self._high_watermark is not None:
+                high_watermark = self._high_watermark
+                below = 0
+                while below < len(closed) and closed[below].next_offset <= high_watermark:
+                    below += 1
+                closed = closed[:below]
             count = 0
             if config.retention_ms is not None:
                 while (
@@ -406,6 +719,7 @@ class PartitionLog:
                 if segment in self._unflushed:
                     self._unflushed.remove(segment)
             self._directory_changed = True
+            self._leader_epochs.truncate_from_start(self._segments.log_start_offset)
         log.info(
             "log.retention",
             directory=str(self._directory),
@@ -433,6 +747,7 @@ class PartitionLog:
             segments = self._live()
             closed = segments.closed
             checkpoint = self._cleaner_checkpoint
+            truncations = self._truncations
         ratio, dirty = compaction.dirty_ratio(closed, checkpoint)
         if not dirty or ratio < config.min_cleanable_dirty_ratio:
             return False
@@ -446,8 +761,8 @@ class PartitionLog:
                 )
             with self._lock:
                 current = self._live()
-                if current.segments[: len(closed)] != closed:
-                    raise _Abandoned
+                if current.segments[: len(closed)] != closed or self._truncations != truncations:
+                    raise _Abandoned  # a segment may have been cut meanwhile
                 self._swap(closed, cleaned, current)
                 self._cleaner_checkpoint = segments.active.base_offset
                 layout.write_offset_file(
@@ -539,6 +854,36 @@ DELETING_SUFFIX = ".deleting"
 
 class _Abandoned(Exception):
     """The segment list changed under a compaction pass; its output is thrown away."""
+
+
+def _first_offset(message_set: bytes | bytearray | memoryview, scan: Scan) -> int:
+    """The offset of the first message of a checked set: its first entry's, or for a
+    compressed wrapper (which bears its last message's) that of its first inner message."""
+    if not scan.attributes[0] & CODEC_MASK:
+        return scan.offsets[0]
+    try:
+        (wrapper,), _ = read_entries(memoryview(message_set)[: scan.sizes[0]])
+        return open_wrapper(wrapper)[0].offset
+    except MessageFormatError as exc:
+        raise InvalidMessageError.wrapping(exc) from None
+
+
+def _slice(scan: Scan, i: int, j: int, end: int) -> Scan:
+    """Entries ``i`` to ``j`` of ``scan`` (which end at ``end``), positions counted from the
+    first of them."""
+    start = scan.positions[i]
+    return Scan(
+        [position - start for position in scan.positions[i:j]],
+        scan.offsets[i:j],
+        scan.sizes[i:j],
+        scan.magics[i:j],
+        scan.attributes[i:j],
+        scan.timestamps[i:j],
+        scan.key_lengths[i:j],
+        end - start,
+        None,
+        False,
+    )
 
 
 def _discard(cleaned: list[Segment]) -> None:

@@ -210,7 +210,7 @@ class Segment:
     # ---------------------------------------------------------------------------------------
     # Writing
 
-    def append(self, data: bytes | bytearray, entries: Scan, now: float) -> None:
+    def append(self, data: bytes | bytearray | memoryview, entries: Scan, now: float) -> None:
         """Write validated entries at the end; ``entries`` describes them as stored (their
         final offsets and timestamps)."""
         position = self.size
@@ -267,6 +267,33 @@ class Segment:
         self.bytes_since_index = since[count] - indexed_at
         self.max_timestamp = largest[count]
         self.next_offset = offsets[-1] + 1
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every entry holding ``offset`` or a later one -- a compressed wrapper goes
+        whole when any of its messages does -- from the file and both indexes, and reopen the
+        segment for appends. Not durable until ``fsync``. Returns the bytes removed."""
+        position = self.find_position(offset)
+        removed = self.size - position
+        self.sealed = False
+        if not removed:
+            return 0
+        # Indexes first: a crash in between leaves them short of the file, which opening
+        # reads on from (an index pointing past the file's end would be rebuilt).
+        self.index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(offset)
+        os.ftruncate(self.file.fileno(), position)
+        self.size = position
+        # The running state from the last index entry on, as opening does: every entry up to
+        # it is summed up by the time index's last entry (the largest timestamp so far).
+        last = self.index.last()
+        start = last[1] if last is not None else 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = self.time_index.last_timestamp
+        for _pos, entry_offset, _size, _magic, _attributes, timestamp in self._headers(start):
+            self.next_offset = entry_offset + 1
+            self.max_timestamp = max(self.max_timestamp, timestamp)
+        self.bytes_since_index = self.size - start
+        return removed
 
     def seal(self) -> None:
         """No more appends: record the segment's largest timestamp in its time index, so that
