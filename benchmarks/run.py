@@ -50,6 +50,9 @@ AREAS = (
     Area("spark", "Spark batch read of a topic next to one Consumer",
          script("benchmarks.spark", TimeLimits(quick=90.0, full=300.0),
                 quick_args=("--messages", "50000"))),
+    Area("cluster", "availability after kill -9 / SIGTERM of a partition leader and kill -9 of "
+         "the controller (3 brokers, ZooKeeper)",
+         script("benchmarks.cluster", TimeLimits(quick=120.0, full=300.0))),
 )
 
 

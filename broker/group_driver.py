@@ -32,7 +32,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import trio
@@ -40,7 +40,7 @@ import trio
 from broker.error_codes import error_code_for
 from broker.log import LogOffsetOutOfRangeError, PartitionLog
 from broker.purgatory import FetchPurgatory
-from broker.topics import Topics
+from broker.topics import Topic, Topics
 from coordinator import (
     OFFSETS_TOPIC,
     AppendRecords,
@@ -60,6 +60,15 @@ from protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from protocol.messageset import decode_messages, encode_message_set
 
 log = structlog.get_logger(__name__)
+
+
+class TopicCatalog(Protocol):
+    """What the coordinator needs to know of topics: partition counts, and their changes."""
+
+    listeners: list[Callable[[str, int | None], None]]
+
+    def get(self, name: str) -> Topic | None: ...
+
 
 #: bytes of __consumer_offsets read per step while loading a partition
 LOAD_CHUNK_BYTES = 1 << 20
@@ -85,7 +94,12 @@ class GroupDriver:
         clock: Callable[[], float] = time.time,
         load_chunk_bytes: int = LOAD_CHUNK_BYTES,
         failover_signals: bool = False,
+        catalog: TopicCatalog | None = None,
+        lead_all: bool = True,
     ) -> None:
+        """``catalog``: where partition counts of subscribed topics come from (the cluster's
+        metadata cache in cluster mode; else ``topics``). ``lead_all``: a single broker leads
+        every offsets partition from the start; in a cluster LeaderAndIsr says which."""
         existing = topics.get(OFFSETS_TOPIC)
         if existing is not None and existing.partitions != config.offsets_topic_partitions:
             # the partition of a group is a hash modulo the topic's real partition count
@@ -94,6 +108,8 @@ class GroupDriver:
             config = dataclasses.replace(config, offsets_topic_partitions=existing.partitions)
         self.coordinator = GroupCoordinator(config, self._partition_count)
         self._topics = topics
+        self._catalog: TopicCatalog = topics if catalog is None else catalog
+        self._lead_all = lead_all
         self._purgatory = purgatory
         self._clock = clock
         self._load_chunk_bytes = load_chunk_bytes
@@ -114,9 +130,10 @@ class GroupDriver:
         self._epochs = [0] * config.offsets_topic_partitions
         self._loads: deque[tuple[int, int]] = deque()
         self._loads_wanted = trio.Event()
-        topics.listeners.append(self._topic_changed)
-        for partition in range(config.offsets_topic_partitions):
-            self.become_leader(partition)
+        self._catalog.listeners.append(self._topic_changed)
+        if lead_all:
+            for partition in range(config.offsets_topic_partitions):
+                self.become_leader(partition)
 
     @property
     def partitions(self) -> int:
@@ -180,7 +197,7 @@ class GroupDriver:
         self._call(self.coordinator.on_topic_partitions_changed, topic, partitions, self.now_ms())
 
     def _partition_count(self, topic: str) -> int | None:
-        found = self._topics.get(topic)
+        found = self._catalog.get(topic)
         return None if found is None else found.partitions
 
     # ======================================================================== leadership
@@ -333,7 +350,7 @@ class GroupDriver:
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         plog = self._topics.log(OFFSETS_TOPIC, partition)
-        if plog is None and self._topics.get(OFFSETS_TOPIC) is None:
+        if plog is None and self._lead_all and self._topics.get(OFFSETS_TOPIC) is None:
             configs = {"cleanup_policy": "compact", "segment_bytes": str(OFFSETS_SEGMENT_BYTES)}
             self._topics.create(OFFSETS_TOPIC, self.partitions, 1, configs)
             plog = self._topics.log(OFFSETS_TOPIC, partition)

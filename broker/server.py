@@ -21,6 +21,7 @@ from functools import partial
 import structlog
 import trio
 
+from broker.cluster.node import ClusterNode, ClusterStartError
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
@@ -134,21 +135,27 @@ async def run_broker(
 ) -> None:
     """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        cluster = None if settings.zookeeper_connect is None else ClusterNode(settings)
         try:
             topics = Topics(settings, clock=clock)
         except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
             raise StartupError(f"data directory {settings.data_path}: {exc}") from exc
         try:
+            # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
+            cluster_id = None if cluster is None else await cluster.connect()
             try:
-                identity = load_or_create(settings.data_path, settings.broker_id)
+                identity = load_or_create(settings.data_path, settings.broker_id,
+                                          cluster_id=cluster_id)
             except (OSError, IdentityError) as exc:
                 raise StartupError(str(exc)) from exc
             purgatory = FetchPurgatory()
             groups = GroupDriver(
                 settings.coordinator_config(), topics, purgatory, clock=clock,
                 failover_signals=settings.coordinator_failover_signals,
+                catalog=None if cluster is None else cluster.cache,
+                lead_all=cluster is None,
             )
-            ctx = BrokerContext(settings, identity, topics, purgatory, groups)
+            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster)
             server = BrokerServer(ctx)
             async with trio.open_nursery() as nursery:
                 await nursery.start(groups.run)
@@ -158,6 +165,16 @@ async def run_broker(
                     nursery.cancel_scope.cancel()  # maintenance and the signal watch end too
 
                 await nursery.start(serve)
+                if cluster is not None:
+                    cluster.attach(broker_id=identity.broker_id,
+                                   directory_id=identity.directory_id,
+                                   host=settings.advertised, port=ctx.port, topics=topics,
+                                   groups=groups, purgatory=purgatory)
+                    try:
+                        await cluster.register()
+                    except ClusterStartError as exc:
+                        raise StartupError(str(exc)) from exc
+                    nursery.start_soon(cluster.serve)
                 log.info(
                     "broker.started",
                     broker_id=identity.broker_id,
@@ -169,18 +186,33 @@ async def run_broker(
                 )
                 on_listening(ctx)
                 nursery.start_soon(maintain_logs, ctx)
-                nursery.start_soon(_obey_signals, signals, server)
+                nursery.start_soon(_obey_signals, signals, server, cluster)
         finally:
+            if cluster is not None:
+                await cluster.stop()  # the registration goes with the session, at once
             topics.close()  # after the maintenance pass in progress, if any, has finished
         log.info("broker.stopped", broker_id=identity.broker_id)
 
 
-async def _obey_signals(signals: AsyncIterator[int], server: BrokerServer) -> None:
-    async for signum in signals:
-        name = signal.Signals(signum).name
-        if server.stopping:
-            log.warning("broker.aborting", signal=name)
-            server.abort()
-        else:
-            log.info("broker.stopping", signal=name)
-            server.stop()
+async def _obey_signals(
+    signals: AsyncIterator[int], server: BrokerServer, cluster: ClusterNode | None
+) -> None:
+    async with trio.open_nursery() as nursery:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if server.stopping:
+                log.warning("broker.aborting", signal=name)
+                server.abort()
+            elif cluster is not None and not cluster.shutting_down:
+                log.info("broker.stopping", signal=name, controlled_shutdown=True)
+                nursery.start_soon(_stop_after_controlled_shutdown, server, cluster)
+            else:
+                log.info("broker.stopping", signal=name)
+                server.stop()
+
+
+async def _stop_after_controlled_shutdown(server: BrokerServer, cluster: ClusterNode) -> None:
+    """Cluster mode: leaderships move to other replicas while this broker still serves (it
+    becomes their follower), then it stops. A second signal stops it at once."""
+    await cluster.shut_down_controlled()
+    server.stop()

@@ -168,6 +168,50 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("coordinator_failover_signals", "", _bool,
             "Testing aid: SIGUSR1 makes the coordinator resign every __consumer_offsets "
             "partition, SIGUSR2 takes them back and reloads them from the log."),
+    # cluster mode (docs/cluster.md)
+    Setting("zookeeper_connect", "zookeeper.connect", _optional_str,
+            "host:port[,host:port...][/chroot] of the ZooKeeper holding the cluster; unset: "
+            "one broker on its own, no ZooKeeper.", "--zookeeper-connect"),
+    Setting("zookeeper_session_timeout_ms", "zookeeper.session.timeout.ms", _int_at_least(1),
+            "ZooKeeper session timeout: how long a dead broker stays registered, so the bound "
+            "on noticing it."),
+    Setting("zookeeper_connection_timeout_ms", "zookeeper.connection.timeout.ms",
+            _int_at_least(1),
+            "How long one attempt to reach ZooKeeper waits; the broker logs the failure and "
+            "tries again."),
+    Setting("broker_rack", "broker.rack", _optional_str,
+            "This broker's rack; replicas of a partition are spread over racks.",
+            "--broker-rack"),
+    Setting("controller_socket_timeout_ms", "controller.socket.timeout.ms", _int_at_least(1),
+            "How long the controller waits for a broker to answer one request before retrying."),
+    Setting("controlled_shutdown_enable", "controlled.shutdown.enable", _bool,
+            "On SIGTERM, ask the controller to move this broker's leaderships first."),
+    Setting("controlled_shutdown_max_retries", "controlled.shutdown.max.retries",
+            _int_at_least(0),
+            "Further attempts when a controlled shutdown leaves partitions behind."),
+    Setting("controlled_shutdown_retry_backoff_ms", "controlled.shutdown.retry.backoff.ms",
+            _int_at_least(0), "Wait between controlled-shutdown attempts."),
+    Setting("auto_leader_rebalance_enable", "auto.leader.rebalance.enable", _bool,
+            "The controller moves leadership back to preferred replicas when a broker's "
+            "imbalance exceeds leader_imbalance_per_broker_percentage."),
+    Setting("leader_imbalance_check_interval_ms", "leader.imbalance.check.interval.seconds "
+            "(in ms)", _int_at_least(1), "How often the controller checks leader imbalance."),
+    Setting("leader_imbalance_per_broker_percentage", "leader.imbalance.per.broker.percentage",
+            _int_at_least(0),
+            "Share of a broker's preferred partitions led elsewhere that triggers a preferred "
+            "election."),
+    Setting("replica_lag_time_max_ms", "replica.lag.time.max.ms", _int_at_least(1),
+            "A follower not caught up with its leader for this long leaves the ISR (Kafka 2.5+: "
+            "30 s, seed 003: 10 s)."),
+    Setting("min_insync_replicas", "min.insync.replicas", _int_at_least(1),
+            "acks=all produces need at least this many in-sync replicas (else "
+            "NOT_ENOUGH_REPLICAS); a topic's min_insync_replicas config overrides it."),
+    Setting("unclean_leader_election_enable", "unclean.leader.election.enable", _bool,
+            "With no live in-sync replica, let an out-of-sync one lead (losing what it lacks)."),
+    Setting("offsets_topic_replication_factor", "offsets.topic.replication.factor",
+            _int_at_least(1),
+            "Replication factor of __consumer_offsets in cluster mode; it is created once that "
+            "many brokers are live."),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 _LOG_NAMES = {s.name for s in LOG_SETTINGS}
@@ -201,6 +245,21 @@ class BrokerSettings:
     offsets_retention_ms: int = _GROUP.offsets_retention_ms
     offsets_retention_check_interval_ms: int = _GROUP.offsets_retention_check_interval_ms
     coordinator_failover_signals: bool = False
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    broker_rack: str | None = None
+    controller_socket_timeout_ms: int = 30_000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    leader_imbalance_per_broker_percentage: int = 10
+    replica_lag_time_max_ms: int = 30_000
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    offsets_topic_replication_factor: int = 3
     log: LogConfig = dataclasses.field(default_factory=LogConfig)
 
     @property

@@ -47,6 +47,30 @@ _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 LIVE_BROKERS = 1
 
 
+def _at_least_one(name: str, value: str) -> None:
+    try:
+        ok = int(value) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+
+
+def _boolean(name: str, value: str) -> None:
+    if value.strip().lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+#: topic configs that are not about storage but about replication (cluster mode), by our name
+#: and Kafka's; the broker settings of the same names are their defaults
+REPLICATION_CONFIGS: dict[str, Callable[[str, str], None]] = {
+    "min_insync_replicas": _at_least_one,
+    "min.insync.replicas": _at_least_one,
+    "unclean_leader_election_enable": _boolean,
+    "unclean.leader.election.enable": _boolean,
+}
+
+
 def check_topic_name(name: str) -> None:
     """Raise InvalidTopicError unless ``name`` is a legal topic name (Kafka's rules)."""
     if not name:
@@ -67,23 +91,42 @@ def is_internal(name: str) -> bool:
     return name.startswith(INTERNAL_PREFIX)
 
 
+def refuse_internal(name: str, action: str) -> None:
+    """Raise InvalidTopicError naming the topic if ``name`` is internal. Request handlers call
+    this for clients only: a deleted ``__consumer_offsets`` loses every group at the next start
+    and a produced record can rewrite any group's offsets, while the coordinator writes its
+    topic through the log and never through a handler (Kafka: "Cannot append to internal
+    topic __consumer_offsets", INVALID_TOPIC_EXCEPTION)."""
+    if is_internal(name):
+        raise InvalidTopicError(f"cannot {action} internal topic {name!r}")
+
+
 @dataclass(frozen=True)
 class Topic:
     name: str
     partitions: int
     replication_factor: int
     configs: Mapping[str, str] = field(default_factory=dict)
+    #: the partitions with a log here: None for all (a single broker); in a cluster, the ones
+    #: the controller gave this broker a replica of
+    hosted: frozenset[int] | None = None
 
     @property
     def is_internal(self) -> bool:
         return is_internal(self.name)
 
+    def local_partitions(self) -> Iterable[int]:
+        return range(self.partitions) if self.hosted is None else sorted(self.hosted)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "partitions": self.partitions,
             "replication_factor": self.replication_factor,
             "configs": dict(self.configs),
         }
+        if self.hosted is not None:
+            doc["hosted"] = sorted(self.hosted)
+        return doc
 
 
 class Topics:
@@ -104,7 +147,9 @@ class Topics:
             configs = {t.name: self._log_config(t.configs) for t in self._topics.values()}
         except ValueError as exc:
             raise TopicsFileError(f"{self._path} holds a bad topic config: {exc}") from None
-        self.logs = LogManager(settings.data_path, settings.log, topic_configs=configs, clock=clock)
+        # in a cluster, a high watermark comes from replication and is checkpointed
+        self.logs = LogManager(settings.data_path, settings.log, topic_configs=configs,
+                               clock=clock, replicated=settings.zookeeper_connect is not None)
         self._finish_deletions(deleting)
         adopted = self._adopt_unknown_logs()
         for topic in self._topics.values():
@@ -187,6 +232,72 @@ class Topics:
             name, self._settings.num_partitions, self._settings.default_replication_factor, {}
         )
 
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> Topic:
+        """Grow a topic to ``count`` partitions (Kafka's CreatePartitions: never fewer)."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        if count <= topic.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {topic.partitions} partitions; the new count must be "
+                f"larger, got {count}")
+        if count > self._settings.max_partitions_per_topic:
+            raise InvalidPartitionsError(
+                f"topic {name!r}: {count} partitions exceed max_partitions_per_topic="
+                f"{self._settings.max_partitions_per_topic}")
+        grown = Topic(name, count, topic.replication_factor, topic.configs)
+        if validate_only:
+            return grown
+        self._topics[name] = grown
+        self._save()
+        self._open_logs(grown)
+        log.info("topic.partitions_added", topic=name, partitions=count,
+                 before=topic.partitions)
+        for listener in self.listeners:
+            listener(name, count)
+        return grown
+
+    def check_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """ValueError naming the problem unless ``configs`` are valid topic settings."""
+        self._log_config(configs)
+
+    # ------------------------------------------------------------- cluster mode: replicas
+
+    def host(self, name: str, partition: int, partitions: int, replication_factor: int,
+             configs: Mapping[str, str]) -> PartitionLog:
+        """Keep a replica of ``name``/``partition`` here (LeaderAndIsr): its log, created
+        when missing, and the topic's entry in topics.json (before the log, as ``create``)."""
+        topic = self._topics.get(name)
+        hosted = frozenset() if topic is None or topic.hosted is None else topic.hosted
+        wanted = Topic(name, max(partitions, topic.partitions if topic else 0),
+                       replication_factor, dict(configs), hosted | {partition})
+        if wanted != topic:
+            try:
+                config = self._log_config(configs)
+            except ValueError as exc:
+                raise InvalidConfigError(f"topic {name!r}: {exc}") from None
+            self._topics[name] = wanted
+            self._save()
+            self.logs.set_topic_config(name, config)
+        return self.logs.get_or_create(name, partition)
+
+    def unhost(self, name: str, partition: int) -> None:
+        """Delete the replica of ``name``/``partition`` here (StopReplica with delete); the
+        topic's entry goes with its last hosted partition."""
+        topic = self._topics.get(name)
+        if topic is None:
+            return
+        hosted = (frozenset(topic.local_partitions())) - {partition}
+        if hosted:
+            self._topics[name] = Topic(name, topic.partitions, topic.replication_factor,
+                                       topic.configs, hosted)
+        else:
+            del self._topics[name]
+        self._save(deleting=[] if hosted else [name])
+        if self.logs.get(name, partition) is not None:
+            self.logs.delete(name, partition)
+        self._save()
+
     def delete(self, name: str) -> Topic:
         topic = self._topics.get(name)
         if topic is None:
@@ -207,10 +318,17 @@ class Topics:
     # -------------------------------------------------------------------------------- helpers
 
     def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
-        return LogConfig.from_mapping(configs, base=self._settings.log)
+        storage = {}
+        for name, value in configs.items():
+            check = REPLICATION_CONFIGS.get(name)
+            if check is None:
+                storage[name] = value
+            else:
+                check(name, value)
+        return LogConfig.from_mapping(storage, base=self._settings.log)
 
     def _open_logs(self, topic: Topic) -> None:
-        for partition in range(topic.partitions):
+        for partition in topic.local_partitions():
             self.logs.get_or_create(topic.name, partition)
 
     def _delete_logs(self, name: str) -> None:
@@ -255,6 +373,7 @@ def _read_topics_file(path: Path) -> tuple[dict[str, Topic], list[str]]:
                 int(entry["partitions"]),
                 int(entry["replication_factor"]),
                 {str(k): str(v) for k, v in entry["configs"].items()},
+                None if "hosted" not in entry else frozenset(int(p) for p in entry["hosted"]),
             )
             for name, entry in doc["topics"].items()
         }

@@ -100,6 +100,33 @@ class Admin:
     def delete_topic(self, name: str) -> None:
         _raise_first(self.delete_topics([name]))
 
+    def create_partitions(self, name: str, count: int,
+                          assignments: list[list[int]] | None = None) -> None:
+        """Grow topic ``name`` to ``count`` partitions (never fewer; Kafka's CreatePartitions);
+        ``assignments``: replica lists of the new partitions, else the broker places them."""
+        self._check_open()
+        body = {"topics": [{"name": name, "count": count, "assignments": assignments}],
+                "timeout_ms": int(self._timeout * 1000), "validate_only": False}
+        node = self._network.least_loaded_node()
+        answer = self._network.send(node, ApiKey.CREATE_PARTITIONS, body).result(
+            self._timeout + 5)
+        _raise_first(self._topic_results(answer))
+
+    def elect_leaders(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> list[tuple[str, int]]:
+        """Preferred-leader election (Kafka's ElectLeaders), done by the controller: the
+        partitions whose leadership moved back to their first replica."""
+        wanted = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            wanted = [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())]
+        body = {"topic_partitions": wanted, "timeout_ms": int(self._timeout * 1000)}
+        answer = self._ask_controller(ApiKey.ELECT_LEADERS, body)
+        return [(e["topic"], e["partition"]) for e in answer["elected"]]
+
     def list_topics(self, *, include_internal: bool = False) -> list[str]:
         metadata = self._refresh()
         return sorted(
@@ -141,6 +168,12 @@ class Admin:
         metadata = self._refresh()
         brokers = sorted(metadata.brokers.values(), key=lambda b: b.node_id)
         return ClusterDescription(metadata.cluster_id, metadata.controller_id, brokers)
+
+    def cluster_metadata(self) -> ClusterMetadata:
+        """A fresh snapshot of everything a Metadata response says: live brokers, the
+        controller, and every topic (internal ones too) with each partition's leader, replicas
+        and ISR -- what ``odradek cluster status`` counts from (client.cluster_health)."""
+        return self._refresh()
 
     def api_versions(self) -> list[ApiVersionRange]:
         """The APIs and versions a broker supports."""

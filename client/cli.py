@@ -22,7 +22,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from client.admin import Admin
+from client.cli_cluster import add_cluster_parser
 from client.cli_groups import add_groups_parser
+from client.cli_signals import Interrupted, StopRequest, signals_interrupt
 from client.consumer import Consumer
 from client.demo import add_demo_parser
 from client.metadata import TopicInfo
@@ -114,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     describe.add_argument("topics", nargs="*", metavar="TOPIC", help="topics (default: all)")
     describe.set_defaults(run=cmd_topics_describe)
+    alter = topic_commands.add_parser(
+        "alter", parents=[client, json_flag],
+        help="add partitions to a topic (never fewer; groups subscribed to it rebalance)",
+    )
+    alter.add_argument("topic")
+    alter.add_argument("--partitions", type=_positive_int, required=True,
+                       help="the new total partition count, larger than the current one")
+    alter.set_defaults(run=cmd_topics_alter)
     delete = topic_commands.add_parser(
         "delete", parents=[client, json_flag], help="delete topics and their data"
     )
@@ -351,6 +361,16 @@ def _describe(
             }
         )
     return {"topic": topic.name, "internal": topic.internal, "partitions": partitions}
+
+
+def cmd_topics_alter(args: argparse.Namespace, output: Output) -> int:
+    with _admin(args) as admin:
+        admin.create_partitions(args.topic, args.partitions)
+    if args.json:
+        output.json({"topic": args.topic, "partitions": args.partitions})
+    else:
+        output.out.write(f"topic {args.topic!r} now has {args.partitions} partitions\n")
+    return 0
 
 
 def cmd_topics_delete(args: argparse.Namespace, output: Output) -> int:

@@ -29,6 +29,10 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -40,6 +44,9 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    OFFSETS_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
+    ELECT_LEADERS = 43
     DELETE_GROUPS = 42
 
 
@@ -128,12 +135,14 @@ PRODUCE = Api(
                                     "broker time if the topic uses log-append time, else -1"))))))
        )),
     "Append message sets to partitions. The broker validates CRCs and assigns offsets; it "
-    "stores compressed wrappers as they came. With acks=0 no response is sent.",
+    "stores compressed wrappers as they came. With acks=0 no response is sent. Internal "
+    "topics (`__` prefix: `__consumer_offsets`) are written by the broker alone: INVALID_TOPIC "
+    "\"cannot append to internal topic '__consumer_offsets'\".",
 )
 
 # ---------------------------------------------------------------------------------------- Fetch
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", 0, 0,
+    ApiKey.FETCH, "Fetch", 0, 1,
     _s("FetchRequest",
        _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas"),
        _f("max_wait_ms", INT32, "long-poll: wait up to this long for min_bytes"),
@@ -152,8 +161,18 @@ FETCH = Api(
                                  _f("log_start_offset", INT64),
                                  _f("records", BYTES,
                                     "stored bytes from the entry holding fetch_offset; may end "
-                                    "in a partial entry")))))))),
-    "Read stored message-set bytes by offset (seed 000 'Reads').",
+                                    "in a partial entry"),
+                                 _f("leader_epochs", Array(_s(
+                                     "EpochStart", _f("epoch", INT32),
+                                     _f("start_offset", INT64))),
+                                    "replica fetches: the leader epochs from the one holding "
+                                    "fetch_offset on, with the offset each began at (message "
+                                    "format v1 carries none, and a follower that becomes "
+                                    "leader must know them); empty for consumers",
+                                    since=1)))))))),
+    "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their "
+    "broker id as replica_id and read up to the log end; consumers read up to the high "
+    "watermark. v1 adds the leader epochs a follower records.",
 )
 
 # ---------------------------------------------------------------------------------- ListOffsets
@@ -197,7 +216,8 @@ DELETE_TOPICS = Api(
     ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 0,
     _s("DeleteTopicsRequest", _f("topic_names", Array(STRING)), _f("timeout_ms", INT32)),
     _s("DeleteTopicsResponse", _f("topics", Array(TOPIC_RESULT))),
-    "Delete topics and their data.",
+    "Delete topics and their data. Internal topics (`__consumer_offsets`) cannot be deleted: "
+    "INVALID_TOPIC \"cannot delete internal topic '__consumer_offsets'\".",
 )
 
 # ------------------------------------------------------------------------------ FindCoordinator
@@ -318,12 +338,135 @@ DELETE_GROUPS = Api(
     "Delete Empty groups and their offsets (NON_EMPTY_GROUP otherwise).",
 )
 
+# -------------------------------------------------------------------------- CreatePartitions
+CREATE_PARTITIONS = Api(
+    ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 0,
+    _s("CreatePartitionsRequest",
+       _f("topics", Array(_s("CreatePartitionsTopic", TOPIC_NAME,
+                             _f("count", INT32, "the new total number of partitions"),
+                             _f("assignments", Array(Array(INT32), nullable=True),
+                                "replica lists of the new partitions; null: placed by the "
+                                "broker")))),
+       _f("timeout_ms", INT32),
+       _f("validate_only", Bool())),
+    _s("CreatePartitionsResponse", _f("topics", Array(TOPIC_RESULT))),
+    "Increase topics' partition counts (never decrease). Groups subscribed to them rebalance.",
+)
+
+# ------------------------------------------------------------- between brokers (cluster mode)
+# Sent by the controller to brokers (LeaderAndIsr, UpdateMetadata, StopReplica) and by a
+# stopping broker to the controller (ControlledShutdown). Each controller request carries the
+# controller epoch; a broker refuses an epoch older than the newest it has seen with
+# STALE_CONTROLLER_EPOCH, so a controller that was paused and replaced changes nothing.
+CONTROLLER_FIELDS = (
+    _f("controller_id", INT32, "the sending controller's broker id"),
+    _f("controller_epoch", INT32, "the sending controller's epoch (/controller_epoch)"),
+)
+LEADER_AND_ISR_FIELDS = (
+    _f("topic", STRING), PARTITION,
+    _f("controller_epoch", INT32, "epoch of the controller that last wrote this state"),
+    _f("leader", INT32, "broker id of the leader; -1 if none"),
+    _f("leader_epoch", INT32, "grows by one with every leader change"),
+    _f("isr", Array(INT32), "in-sync replicas"),
+    _f("zk_version", INT32, "version of the partition's state znode"),
+    _f("replicas", Array(INT32), "every replica, the preferred leader first"),
+)
+LIVE_BROKER = _s("LiveBroker", _f("node_id", INT32), _f("host", STRING), _f("port", INT32),
+                 _f("rack", NSTRING))
+TOPIC_PARTITION = _s("TopicPartition", _f("topic", STRING), PARTITION)
+PARTITION_ERROR = _s("PartitionError", _f("topic", STRING), PARTITION, ERROR_CODE)
+
+LEADER_AND_ISR = Api(
+    ApiKey.LEADER_AND_ISR, "LeaderAndIsr", 0, 0,
+    _s("LeaderAndIsrRequest", *CONTROLLER_FIELDS,
+       _f("partitions", Array(_s("LeaderAndIsrPartition", *LEADER_AND_ISR_FIELDS,
+                                 _f("is_new", Bool(), "the replica is being created")))),
+       _f("live_leaders", Array(LIVE_BROKER), "the leaders named above")),
+    _s("LeaderAndIsrResponse", ERROR_CODE, _f("partitions", Array(PARTITION_ERROR))),
+    "Controller to broker: become leader or follower of these partitions. A partition whose "
+    "leader_epoch is older than the one the broker has is left as it is (STALE_CONTROLLER_EPOCH "
+    "in its entry).",
+)
+
+UPDATE_METADATA = Api(
+    ApiKey.UPDATE_METADATA, "UpdateMetadata", 0, 0,
+    _s("UpdateMetadataRequest", *CONTROLLER_FIELDS,
+       _f("partitions", Array(_s("UpdateMetadataPartition", *LEADER_AND_ISR_FIELDS))),
+       _f("live_brokers", Array(LIVE_BROKER)),
+       _f("topics", Array(_s("UpdateMetadataTopic", TOPIC_NAME,
+                             _f("configs", Map(), "the topic's config overrides")))),
+       ),
+    _s("UpdateMetadataResponse", ERROR_CODE),
+    "Controller to broker: the whole cluster view -- live brokers and every partition's state. "
+    "It replaces the broker's metadata cache, from which Metadata requests are answered.",
+)
+
+STOP_REPLICA = Api(
+    ApiKey.STOP_REPLICA, "StopReplica", 0, 0,
+    _s("StopReplicaRequest", *CONTROLLER_FIELDS,
+       _f("delete_partitions", Bool(), "also delete the partitions' logs (topic deletion)"),
+       _f("partitions", Array(TOPIC_PARTITION))),
+    _s("StopReplicaResponse", ERROR_CODE, _f("partitions", Array(PARTITION_ERROR))),
+    "Controller to broker: stop leading or following these partitions.",
+)
+
+CONTROLLED_SHUTDOWN = Api(
+    ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 0,
+    _s("ControlledShutdownRequest", _f("broker_id", INT32, "the broker that is stopping")),
+    _s("ControlledShutdownResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("remaining_partitions", Array(TOPIC_PARTITION),
+          "partitions it still leads (no other in-sync replica could take them)")),
+    "Broker to controller, on SIGTERM: move the leadership of its partitions to other in-sync "
+    "replicas before it closes. NOT_CONTROLLER from a broker that is not the controller.",
+)
+
+OFFSETS_FOR_LEADER_EPOCH = Api(
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH, "OffsetsForLeaderEpoch", 0, 0,
+    _s("OffsetsForLeaderEpochRequest",
+       _f("replica_id", INT32, "the asking follower's broker id"),
+       _f("topics", Array(_s("OffsetsForLeaderEpochTopic", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "OffsetsForLeaderEpochPartition", PARTITION,
+                                 _f("current_leader_epoch", INT32,
+                                    "the epoch the follower knows the leader by"),
+                                 _f("leader_epoch", INT32,
+                                    "the follower's latest epoch")))))))),
+    _s("OffsetsForLeaderEpochResponse",
+       _f("topics", Array(_s("OffsetsForLeaderEpochTopicResult", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "OffsetsForLeaderEpochPartitionResult", PARTITION, ERROR_CODE,
+                                 _f("leader_epoch", INT32,
+                                    "the largest epoch at or below the one asked, -1 if none"),
+                                 _f("end_offset", INT64,
+                                    "where that epoch ends in the leader's log (the start of "
+                                    "the next epoch, or the log end); -1 if unknown")))))))),
+    "Follower to leader (KIP-101): where does my latest leader epoch end in your log? The "
+    "follower truncates its log there before fetching, instead of to its high watermark.",
+)
+
+ELECT_LEADERS = Api(
+    ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 0,
+    _s("ElectLeadersRequest",
+       _f("topic_partitions", Array(_s("ElectLeadersTopic", _f("topic", STRING),
+                                       _f("partitions", Array(INT32))), nullable=True),
+          "partitions to move back to their preferred (first) replica; null for all"),
+       _f("timeout_ms", INT32)),
+    _s("ElectLeadersResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("elected", Array(TOPIC_PARTITION),
+          "partitions whose leadership moved (others already had their preferred leader, or "
+          "it is not a live in-sync replica)")),
+    "Preferred-leader election, answered by the controller (NOT_CONTROLLER elsewhere: ask "
+    "the controller_id given by Metadata).",
+)
+
 REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
         API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
         FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
-        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS,
+        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_PARTITIONS, LEADER_AND_ISR,
+        UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
+        OFFSETS_FOR_LEADER_EPOCH,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

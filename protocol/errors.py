@@ -36,7 +36,9 @@ class ErrorCode(IntEnum):
     LEADER_NOT_AVAILABLE = 5
     NOT_LEADER_FOR_PARTITION = 6
     REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
     MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
@@ -44,6 +46,7 @@ class ErrorCode(IntEnum):
     INVALID_TOPIC = 17
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
     INVALID_REQUIRED_ACKS = 21
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
@@ -56,7 +59,9 @@ class ErrorCode(IntEnum):
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
     INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
@@ -101,8 +106,16 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
         "", True, "This broker is not the partition's leader; refresh metadata."
     ),
     ErrorCode.REQUEST_TIMED_OUT: _i("", True, "The request did not complete within its timeout."),
+    ErrorCode.BROKER_NOT_AVAILABLE: _i(
+        "", False, "The broker named in the request is not alive (not registered in ZooKeeper)."
+    ),
     ErrorCode.MESSAGE_TOO_LARGE: _i(
         "", False, "A message set is larger than the broker's max_message_bytes."
+    ),
+    ErrorCode.STALE_CONTROLLER_EPOCH: _i(
+        "", False,
+        "The request came from a controller whose epoch is older than one already seen; "
+        "a newer controller has taken over.",
     ),
     ErrorCode.OFFSET_METADATA_TOO_LARGE: _i(
         "", False, "Committed metadata is longer than offset_metadata_max_bytes."
@@ -128,6 +141,11 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ),
     ErrorCode.NOT_ENOUGH_REPLICAS: _i(
         "", True, "Fewer in-sync replicas than required for acks=all."
+    ),
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _i(
+        "", True,
+        "The message set was written on the leader, but the ISR shrank below "
+        "min_insync_replicas before it was replicated; retrying may store it twice.",
     ),
     ErrorCode.INVALID_REQUIRED_ACKS: _i("", False, "acks must be 0, 1 or -1 (all)."),
     ErrorCode.ILLEGAL_GENERATION: _i(
@@ -163,7 +181,13 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ErrorCode.INVALID_REPLICATION_FACTOR: _i(
         "", False, "The replication factor is below 1 or above the number of live brokers."
     ),
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: _i(
+        "", False, "An explicit replica assignment names unknown brokers or is inconsistent."
+    ),
     ErrorCode.INVALID_CONFIG: _i("", False, "A topic or request setting is invalid."),
+    ErrorCode.NOT_CONTROLLER: _i(
+        "", True, "This broker is not the cluster's controller; ask the controller."
+    ),
     ErrorCode.INVALID_REQUEST: _i(
         "", False, "The request is malformed: wrong fields or types, or an unknown API."
     ),
@@ -278,8 +302,16 @@ class RequestTimedOutError(BrokerError):
     code = ErrorCode.REQUEST_TIMED_OUT
 
 
+class BrokerNotAvailableError(BrokerError):
+    code = ErrorCode.BROKER_NOT_AVAILABLE
+
+
 class MessageTooLargeError(BrokerError):
     code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class StaleControllerEpochError(BrokerError):
+    code = ErrorCode.STALE_CONTROLLER_EPOCH
 
 
 class OffsetMetadataTooLargeError(BrokerError):
@@ -308,6 +340,10 @@ class RecordListTooLargeError(BrokerError):
 
 class NotEnoughReplicasError(BrokerError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 class InvalidRequiredAcksError(BrokerError):
@@ -358,8 +394,16 @@ class InvalidReplicationFactorError(BrokerError):
     code = ErrorCode.INVALID_REPLICATION_FACTOR
 
 
+class InvalidReplicaAssignmentError(BrokerError):
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
 class InvalidConfigError(BrokerError):
     code = ErrorCode.INVALID_CONFIG
+
+
+class NotControllerError(BrokerError):
+    code = ErrorCode.NOT_CONTROLLER
 
 
 class InvalidRequestError(BrokerError):

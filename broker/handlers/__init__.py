@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.frames import WithFileSlices
-from broker.handlers import fetch, groups, list_offsets, metadata, produce, topics
+from broker.handlers import cluster, fetch, groups, list_offsets, metadata, produce, topics
 from coordinator import GroupCoordinator
 from protocol.apis import ApiKey
 from protocol.wire import Request
@@ -29,6 +29,13 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.FETCH: fetch.fetch,
     ApiKey.LIST_OFFSETS: list_offsets.list_offsets,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+    ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+    ApiKey.LEADER_AND_ISR: cluster.leader_and_isr,
+    ApiKey.UPDATE_METADATA: cluster.update_metadata,
+    ApiKey.STOP_REPLICA: cluster.stop_replica,
+    ApiKey.CONTROLLED_SHUTDOWN: cluster.controlled_shutdown,
+    ApiKey.ELECT_LEADERS: cluster.elect_leaders,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: cluster.offsets_for_leader_epoch,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

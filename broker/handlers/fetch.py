@@ -20,7 +20,7 @@ from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult
-from protocol.errors import ErrorCode
+from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -33,7 +33,8 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
     deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
     partitions = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     while True:
-        topics, available, failed = _read(ctx, body["topics"], max(0, body["max_bytes"]))
+        topics, available, failed = _read(ctx, body["topics"], max(0, body["max_bytes"]),
+                                          body["replica_id"], request.header.api_version)
         if (
             available >= body["min_bytes"]
             or failed
@@ -57,7 +58,8 @@ def _response(topics: list[dict[str, Any]]) -> dict[str, Any] | WithFileSlices:
 
 
 def _read(
-    ctx: BrokerContext, topics: list[dict[str, Any]], budget: int
+    ctx: BrokerContext, topics: list[dict[str, Any]], budget: int, replica_id: int = -1,
+    version: int = 0,
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """Read every partition once: (response topics, bytes available, whether any failed)."""
     available = 0
@@ -70,7 +72,11 @@ def _read(
             limit = p["max_bytes"]
             if available and limit > 0:  # the first partition with data may exceed the budget
                 limit = min(limit, max(0, budget - available))
-            result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit)
+            result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit,
+                                     replica_id)
+            if version >= 1:
+                result["leader_epochs"] = _epochs_from(ctx, name, p["partition"],
+                                                       p["fetch_offset"], replica_id)
             failed = failed or result["error_code"] != ErrorCode.NONE
             available += result["records"].length
             partitions.append(result)
@@ -79,8 +85,16 @@ def _read(
 
 
 def _read_partition(
-    ctx: BrokerContext, topic: str, partition: int, offset: int, max_bytes: int
+    ctx: BrokerContext, topic: str, partition: int, offset: int, max_bytes: int,
+    replica_id: int = -1,
 ) -> dict[str, Any]:
+    if ctx.cluster is not None:
+        try:
+            ctx.cluster.check_leader(topic, partition)
+            if replica_id >= 0:  # a follower: it has everything before ``offset``
+                ctx.cluster.follower_fetched(replica_id, topic, partition, offset)
+        except BrokerError as exc:
+            return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -89,7 +103,9 @@ def _read_partition(
     try:
         high_watermark = plog.high_watermark
         log_start = plog.log_start_offset
-        records = plog.read(offset, max_bytes, max_offset=high_watermark)
+        # consumers read below the high watermark only; followers read everything
+        records = plog.read(offset, max_bytes,
+                            max_offset=None if replica_id >= 0 else high_watermark)
     except Exception as exc:  # an out-of-range offset, a log deleted meanwhile, a disk error
         code = error_code_for(exc)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -102,6 +118,21 @@ def _read_partition(
         "log_start_offset": log_start,
         "records": records,
     }
+
+
+def _epochs_from(
+    ctx: BrokerContext, topic: str, partition: int, offset: int, replica_id: int
+) -> list[dict[str, int]]:
+    """For a follower: the leader epochs covering ``offset`` and after."""
+    plog = ctx.topics.log(topic, partition)
+    if replica_id < 0 or plog is None:
+        return []
+    entries = plog.leader_epochs.entries
+    return [
+        {"epoch": e.epoch, "start_offset": e.start_offset}
+        for i, e in enumerate(entries)
+        if i + 1 == len(entries) or entries[i + 1].start_offset > offset
+    ]
 
 
 def _result(partition: int, code: ErrorCode) -> dict[str, Any]:

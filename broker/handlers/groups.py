@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.cluster.node import ClusterNode
 from broker.context import CLIENT_CONNECTION, BrokerContext
-from protocol.errors import ErrorCode
+from coordinator import OFFSETS_TOPIC
+from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
 
@@ -18,6 +20,8 @@ async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, An
     group_id = request.body["group_id"]
     if not group_id:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+    if ctx.cluster is not None:
+        return await _cluster_coordinator(ctx, ctx.cluster, group_id)
     if not ctx.groups.coordinates(group_id):
         return _no_coordinator(
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -27,6 +31,29 @@ async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, An
         "error_code": ErrorCode.NONE, "error_message": None,
         "node_id": ctx.broker_id, "host": ctx.settings.advertised, "port": ctx.port,
     }
+
+
+async def _cluster_coordinator(
+    ctx: BrokerContext, cluster: ClusterNode, group_id: str
+) -> dict[str, Any]:
+    """Cluster mode: the live leader of the group's offsets partition, from the metadata cache.
+    The first FindCoordinator of a cluster creates ``__consumer_offsets`` (as Kafka does);
+    until it has leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    partitions = ctx.groups.partitions
+    try:
+        await cluster.ensure_offsets_topic(partitions)
+    except BrokerError as exc:
+        return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               f"{OFFSETS_TOPIC} cannot be created yet: {exc}")
+    partition = ctx.groups.coordinator.partition_for(group_id)
+    leader = cluster.coordinator_for(partition)
+    if leader is None:
+        return _no_coordinator(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"{OFFSETS_TOPIC} partition {partition} of group {group_id!r} has no live leader",
+        )
+    return {"error_code": ErrorCode.NONE, "error_message": None,
+            "node_id": leader.node_id, "host": leader.host, "port": leader.port}
 
 
 async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:

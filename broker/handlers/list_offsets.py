@@ -10,7 +10,7 @@ import structlog
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from protocol.errors import ErrorCode
+from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -32,6 +32,11 @@ async def list_offsets(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 
 def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+    if ctx.cluster is not None:
+        try:
+            ctx.cluster.check_leader(topic, partition)
+        except BrokerError as exc:
+            return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
-from broker.topics import Topic, is_internal
+from broker.topics import Topic, check_topic_name, is_internal
 from protocol.apis import REGISTRY
 from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
@@ -31,6 +32,8 @@ async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     and the broker allow it."""
     names: list[str] | None = request.body["topics"]
     requested = request.body["allow_auto_topic_creation"]
+    if ctx.cluster is not None:
+        return await _cluster_metadata(ctx, ctx.cluster, names, requested)
     if names is None:
         described = [_topic_metadata(ctx, topic) for topic in ctx.topics.all()]
     else:
@@ -47,6 +50,53 @@ async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         "brokers": [{"node_id": me, "host": ctx.settings.advertised, "port": ctx.port}],
         "cluster_id": ctx.identity.cluster_id,
         "controller_id": me,
+        "topics": described,
+    }
+
+
+async def _cluster_metadata(
+    ctx: BrokerContext, cluster: ClusterNode, names: list[str] | None, requested: bool
+) -> dict[str, Any]:
+    """Cluster mode: everything from the metadata cache the controller keeps current. A
+    missing topic that may be auto-created is asked for and answered LEADER_NOT_AVAILABLE (as
+    Kafka does), so the client asks again."""
+    cache = cluster.cache
+    described = []
+    for name in sorted(cache.partitions) if names is None else dict.fromkeys(names):
+        parts = cache.partitions.get(name)
+        if parts is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                check_topic_name(name)
+                if requested and ctx.settings.auto_create_topics_enable and not is_internal(
+                        name) and cache.brokers:
+                    await cluster.auto_create(name)
+                    code = ErrorCode.LEADER_NOT_AVAILABLE
+            except BrokerError as exc:
+                code = exc.code
+            described.append(_topic_error(name, code))
+            continue
+        described.append({
+            "error_code": ErrorCode.NONE,
+            "name": name,
+            "is_internal": is_internal(name),
+            "partitions": [
+                {
+                    "error_code": ErrorCode.NONE if v.leader >= 0 and v.leader in cache.brokers
+                    else ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition": p,
+                    "leader": v.leader,
+                    "replicas": list(v.replicas),
+                    "isr": list(v.isr),
+                }
+                for p, v in sorted(parts.items())
+            ],
+        })
+    return {
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port}
+                    for _, b in sorted(cache.brokers.items())],
+        "cluster_id": ctx.identity.cluster_id,
+        "controller_id": cache.controller_id,
         "topics": described,
     }
 

@@ -1,8 +1,12 @@
 """Produce: validate and append each partition's message set, then wake fetches waiting on it.
 
 Each partition succeeds or fails on its own; a rejected set writes nothing. acks=0 gets no
-response at all. acks=-1 (all) waits until every in-sync replica has the data: with replication
-factor 1 the in-sync set is this broker alone, so the append itself completes it.
+response at all. acks=-1 (all) waits until every in-sync replica has the data: a single broker
+is its own in-sync set, so the append itself completes it; in a cluster the request waits until the
+partition's high watermark passes the batch (or its timeout_ms: REQUEST_TIMED_OUT), and is
+refused before anything is written while the ISR is smaller than min_insync_replicas. Internal
+topics (``__consumer_offsets``) are written by the broker's coordinator alone: a client's
+produce to one gets INVALID_TOPIC.
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+import trio
 
+from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
+from broker.topics import refuse_internal
 from protocol.errors import BrokerError, ErrorCode, InvalidRequiredAcksError
 from protocol.wire import Request
 
@@ -27,7 +34,29 @@ async def produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None
         {"name": entry["name"], "partitions": _append_topic(ctx, entry, acks)}
         for entry in request.body["topics"]
     ]
+    if ctx.cluster is not None and acks == -1:
+        await _await_replication(ctx, ctx.cluster, results, request.body["timeout_ms"])
+    for entry in results:
+        for result in entry["partitions"]:
+            result.pop("last_offset", None)
     return None if acks == 0 else {"topics": results}
+
+
+async def _await_replication(
+    ctx: BrokerContext, cluster: ClusterNode, results: list[dict[str, Any]], timeout_ms: int
+) -> None:
+    """acks=all in a cluster: each written partition answers once its ISR has the batch (seed
+    003: the request waits in the purgatory "untill all the followers are upto date")."""
+    deadline = trio.current_time() + max(0, timeout_ms) / 1000
+    for entry in results:
+        for i, result in enumerate(entry["partitions"]):
+            if result["error_code"] != ErrorCode.NONE:
+                continue
+            try:
+                await cluster.await_replication(
+                    entry["name"], result["partition"], result["last_offset"], deadline)
+            except BrokerError as exc:
+                entry["partitions"][i] = _result(result["partition"], exc.code, str(exc))
 
 
 def _append_topic(ctx: BrokerContext, entry: dict[str, Any], acks: int) -> list[dict[str, Any]]:
@@ -35,13 +64,24 @@ def _append_topic(ctx: BrokerContext, entry: dict[str, Any], acks: int) -> list[
     try:
         if acks not in VALID_ACKS:
             raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
-        ctx.topics.get_or_auto_create(name)
+        refuse_internal(name, "append to")
+        if ctx.cluster is None:
+            ctx.topics.get_or_auto_create(name)
     except BrokerError as exc:
         return [_result(p["partition"], exc.code, str(exc)) for p in entry["partitions"]]
-    return [_append(ctx, name, p["partition"], p["records"]) for p in entry["partitions"]]
+    return [_append(ctx, name, p["partition"], p["records"], acks) for p in entry["partitions"]]
 
 
-def _append(ctx: BrokerContext, topic: str, partition: int, records: bytes) -> dict[str, Any]:
+def _append(
+    ctx: BrokerContext, topic: str, partition: int, records: bytes, acks: int
+) -> dict[str, Any]:
+    if ctx.cluster is not None:
+        try:
+            ctx.cluster.check_leader(topic, partition)
+            if acks == -1:
+                ctx.cluster.check_min_isr(topic, partition)
+        except BrokerError as exc:
+            return _result(partition, exc.code, str(exc))
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(
@@ -60,12 +100,15 @@ def _append(ctx: BrokerContext, topic: str, partition: int, records: bytes) -> d
                      reason=str(exc))
         return _result(partition, code, str(exc))
     ctx.purgatory.appended(topic, partition)
+    if ctx.cluster is not None:
+        ctx.cluster.appended(topic, partition)
     return {
         "partition": partition,
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "base_offset": appended.first_offset,
         "log_append_time": appended.log_append_time,
+        "last_offset": appended.last_offset,  # for acks=all; not sent
     }
 
 

@@ -1,4 +1,10 @@
-"""CreateTopics and DeleteTopics: each topic in a request succeeds or fails on its own."""
+"""CreateTopics, DeleteTopics and CreatePartitions: each topic in a request succeeds or fails on
+its own. In cluster mode the topic changes go through ZooKeeper and the controller
+(``ctx.cluster``); a single broker makes them itself (``ctx.topics``).
+
+Internal topics cannot be deleted by clients (INVALID_TOPIC): deleting ``__consumer_offsets``
+would lose every group and its committed offsets at the next start.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,8 @@ from collections import Counter
 from typing import Any
 
 from broker.context import BrokerContext
-from protocol.errors import BrokerError, ErrorCode
+from broker.topics import refuse_internal
+from protocol.errors import BrokerError, ErrorCode, InvalidReplicaAssignmentError
 from protocol.wire import Request
 
 
@@ -20,13 +27,19 @@ async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
             continue
         try:
-            ctx.topics.create(
-                name,
-                entry["num_partitions"],
-                entry["replication_factor"],
-                entry["configs"],
-                validate_only=request.body["validate_only"],
-            )
+            if ctx.cluster is not None:
+                await ctx.cluster.create_topic(
+                    name, entry["num_partitions"], entry["replication_factor"],
+                    entry["configs"], validate_only=request.body["validate_only"],
+                    timeout_ms=request.body["timeout_ms"])
+            else:
+                ctx.topics.create(
+                    name,
+                    entry["num_partitions"],
+                    entry["replication_factor"],
+                    entry["configs"],
+                    validate_only=request.body["validate_only"],
+                )
         except BrokerError as exc:
             results.append(_result(name, exc.code, str(exc)))
             continue
@@ -38,6 +51,11 @@ async def delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     results = []
     for name in dict.fromkeys(request.body["topic_names"]):
         try:
+            refuse_internal(name, "delete")
+            if ctx.cluster is not None:
+                await ctx.cluster.delete_topic(name, timeout_ms=request.body["timeout_ms"])
+                results.append(_result(name, ErrorCode.NONE, None))
+                continue
             topic = ctx.topics.delete(name)
         except BrokerError as exc:
             results.append(_result(name, exc.code, str(exc)))
@@ -46,6 +64,37 @@ async def delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             ctx.purgatory.appended(name, partition)
         results.append(_result(name, ErrorCode.NONE, None))
     return {"topics": results}
+
+
+async def create_partitions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    results = []
+    for entry in request.body["topics"]:
+        name = entry["name"]
+        try:
+            refuse_internal(name, "add partitions to")
+            if ctx.cluster is not None:
+                await ctx.cluster.create_partitions(
+                    name, entry["count"], entry["assignments"],
+                    validate_only=request.body["validate_only"],
+                    timeout_ms=request.body["timeout_ms"])
+            else:
+                if entry["assignments"] is not None:
+                    check_single_broker_assignment(entry["assignments"], ctx.broker_id)
+                ctx.topics.add_partitions(
+                    name, entry["count"], validate_only=request.body["validate_only"])
+        except BrokerError as exc:
+            results.append(_result(name, exc.code, str(exc)))
+            continue
+        results.append(_result(name, ErrorCode.NONE, None))
+    return {"topics": results}
+
+
+def check_single_broker_assignment(assignments: list[list[int]], broker_id: int) -> None:
+    for replicas in assignments:
+        if replicas != [broker_id]:
+            raise InvalidReplicaAssignmentError(
+                f"replica list {replicas} names brokers other than this single broker "
+                f"({broker_id})")
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:

@@ -4,7 +4,9 @@
     python docs/state-machines/generate.py --check  # exit 1 if any file is out of date
 
 The loader and group machines come from ``coordinator.loader_state`` and
-``coordinator.group_state``, the consumer's from ``client.group_state``: states, descriptions,
+``coordinator.group_state``, the consumer's from ``client.group_state``, the cluster
+controller's partition machine from ``broker.cluster.partition_state`` (which imports only
+``coordinator.statemachine``: no trio, no ZooKeeper client): states, descriptions,
 every transition row (state, event, guard, next state, effect) and the answer tables. Only the
 list of departures from the seed is prose, kept here. A test fails when the committed files
 differ from what ``render()`` writes.
@@ -22,6 +24,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # the repository root, when run as a script
 
+from broker.cluster import partition_state as partition  # noqa: E402
 from client import group_state as consumer  # noqa: E402
 from coordinator import group_state as group  # noqa: E402
 from coordinator import loader_state as loader  # noqa: E402
@@ -253,6 +256,22 @@ def render() -> dict[str, str]:
             tuple(consumer.ConsumerState), consumer.INITIAL_STATE, consumer.TRANSITIONS,
             consumer.STATE_DESCRIPTIONS,
         ),
+        "partition.md": _machine_page(
+            "Partition (cluster controller)",
+            "One machine per partition, kept by the controller in "
+            "`broker/cluster/partition_state.py`: Kafka's PartitionStateMachine "
+            "(NonExistentPartition, NewPartition, OnlinePartition, OfflinePartition). The "
+            "sans-IO `ControllerModel` (`broker/cluster/controller_model.py`) raises the events: "
+            "`add_topic` created; `record`, once a partition state is written to ZooKeeper, "
+            "leader elected when the state names a leader and leader lost when it names none "
+            "(-1); `remove_topic` deleted. Every move is checked against these rows and logged "
+            "as a `controller.state_change` line.",
+            *_table_parts(partition.PARTITION_MACHINE), partition.STATE_DESCRIPTIONS,
+            "Every leader or ISR change increments the partition's leader epoch. Leaders come "
+            "from the ISR only (no unclean election; seed 003: \"followers which are out of sync "
+            "will NOT be eligible to become leader\"), and an ISR is never emptied: its last "
+            "member stays, to lead again when it comes back.",
+        ),
     }
     pages["README.md"] = "\n\n".join([
         GENERATED,
@@ -263,7 +282,9 @@ def render() -> dict[str, str]:
         "Ready (coordinator)\n"
         "- [group.md](group.md): each consumer group, Empty, PrepareRebalance, Rebalancing, "
         "Steady, Dead (coordinator)\n"
-        "- [consumer.md](consumer.md): the group consumer (client)",
+        "- [consumer.md](consumer.md): the group consumer (client)\n"
+        "- [partition.md](partition.md): each partition as the cluster controller sees it, "
+        "NonExistent -> New -> Online <-> Offline (broker)",
         "## Departures from the seed",
         "Where this project differs from, or chose within, the 0.9 consumer-rewrite design "
         "(seed 001), and why.",

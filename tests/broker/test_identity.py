@@ -20,8 +20,10 @@ def test_created_on_first_start_and_kept(tmp_path: Path) -> None:
     first = load_or_create(tmp_path, None)
     assert first.broker_id == 0
     assert (tmp_path / META_FILE).read_text().splitlines() == [
-        "version=0", "broker.id=0", f"cluster.id={first.cluster_id}"
+        "version=0", "broker.id=0", f"cluster.id={first.cluster_id}",
+        f"directory.id={first.directory_id}",
     ]
+    assert len(first.directory_id) == 22
     assert load_or_create(tmp_path, None) == first
     assert load_or_create(tmp_path, 0) == first
 

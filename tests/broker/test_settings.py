@@ -90,7 +90,9 @@ def test_command_line_flags_are_the_listed_ones() -> None:
          "--config", "c.toml"]
     )
     assert (args.host, args.port, args.data_dir, args.broker_id) == ("h", "0", "d", "7")
-    assert {s.flag for s in SETTINGS if s.flag} == {"--host", "--port", "--data-dir", "--broker-id"}
+    assert {s.flag for s in SETTINGS if s.flag} == {
+        "--host", "--port", "--data-dir", "--broker-id", "--zookeeper-connect", "--broker-rack"
+    }
 
 
 def test_operations_doc_lists_every_setting() -> None:

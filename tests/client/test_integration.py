@@ -24,6 +24,7 @@ from client import (
     partition_for_key,
 )
 from protocol.errors import (
+    InvalidRecordError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     MessageTooLargeError,
@@ -252,6 +253,27 @@ def test_cli_errors_name_the_topic(broker) -> None:
     assert "dup" in again.stderr and "Traceback" not in again.stderr
     bad = odradek(broker, "topics", "create", "x" * 250)
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
+
+def test_cli_refuses_to_delete_or_produce_to_the_offsets_topic(broker) -> None:
+    """``topics delete __consumer_offsets`` lost every group at the next restart, and a
+    produced line could rewrite a group's offsets: both fail, naming the topic."""
+    tp = TopicPartition("t", 0)
+    with Consumer(broker.bootstrap, group_id="g", enable_auto_commit=False) as consumer:
+        consumer.assign([tp])
+        consumer.commit({tp: 5})  # the coordinator creates __consumer_offsets
+        deleted = odradek(broker, "topics", "delete", "__consumer_offsets")
+        produced = odradek(broker, "produce", "__consumer_offsets", "--key-separator", ",",
+                           stdin=b"k,v\n")
+        assert consumer.committed(tp) == 5
+        consumer.commit({tp: 6})
+        assert consumer.committed(tp) == 6
+    for result in (deleted, produced):
+        assert result.returncode == 1, result.stderr
+        assert "internal topic '__consumer_offsets'" in result.stderr
+        assert "Traceback" not in result.stderr
+    listed = odradek(broker, "topics", "list", "--internal", "--json")
+    assert "__consumer_offsets" in json.loads(listed.stdout)
 
 
 def test_odradek_broker_start_runs_the_broker_in_the_same_process(tmp_path) -> None:

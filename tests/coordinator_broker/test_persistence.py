@@ -9,8 +9,16 @@ from collections.abc import Callable
 
 import pytest
 
+from coordinator.offsets_topic import (
+    OFFSETS_TOPIC,
+    OffsetKey,
+    OffsetValue,
+    offset_record,
+    offsets_partition_for,
+)
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.messageset import Record, encode_message_set
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.coordinator_broker.members import Member, commit, describe, fetch_offsets, wait_for
@@ -20,10 +28,12 @@ pytestmark = pytest.mark.integration
 OFFSETS = {("t", 0): 42, ("t", 1): 7, ("t", 2): 0}
 
 
-def settled_offsets(client: RawClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+def settled_offsets(
+    client: RawClient, group: str
+) -> dict[tuple[str, int], tuple[int, str | None]]:
     """The group's committed offsets once its offsets partition is loaded."""
 
-    def fetched() -> dict[tuple[str, int], tuple[int, str]] | None:
+    def fetched() -> dict[tuple[str, int], tuple[int, str | None]] | None:
         code, offsets = fetch_offsets(client, group)
         if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return None
@@ -113,3 +123,38 @@ def test_resign_and_lead_again(make_broker: Callable[..., BrokerProcess]) -> Non
         assert describe(member.client, "g") == before
         found = member.client.request(ApiKey.FIND_COORDINATOR, {"group_id": "g"})
         assert (found["error_code"], found["port"]) == (ErrorCode.NONE, broker.port)
+
+
+def test_clients_cannot_delete_or_write_the_offsets_topic(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    """Deleting __consumer_offsets lost every group and its offsets at the next restart, and a
+    produced record could rewrite any group's offsets. Both are refused with INVALID_TOPIC
+    naming the topic (Kafka: "Cannot append to internal topic ..."); the coordinator's own
+    writes carry on, and the offsets survive a restart."""
+    broker = make_broker()
+    with RawClient(broker.address) as client:
+        assert set(commit(client, "g", -1, "", OFFSETS).values()) == {ErrorCode.NONE}
+        (described,) = client.metadata([OFFSETS_TOPIC], auto_create=False)["topics"]
+        partitions = len(described["partitions"])
+        forged = offset_record(OffsetKey("g", "t", 0), OffsetValue(0, None, 0))
+        produced = client.produce_set(
+            OFFSETS_TOPIC,
+            offsets_partition_for("g", partitions),
+            encode_message_set([Record(*forged, 0)]),
+        )
+        assert (produced["error_code"], produced["base_offset"]) == (ErrorCode.INVALID_TOPIC, -1)
+        assert f"internal topic {OFFSETS_TOPIC!r}" in produced["error_message"]
+        body = {"topic_names": [OFFSETS_TOPIC], "timeout_ms": 5000}
+        (deleted,) = client.request(ApiKey.DELETE_TOPICS, body)["topics"]
+        assert deleted["error_code"] == ErrorCode.INVALID_TOPIC
+        assert f"internal topic {OFFSETS_TOPIC!r}" in deleted["error_message"]
+        assert settled_offsets(client, "g") == {tp: (o, None) for tp, o in OFFSETS.items()}
+    broker.restart()
+    with RawClient(broker.address) as client:
+        (described,) = client.metadata([OFFSETS_TOPIC], auto_create=False)["topics"]
+        assert (described["error_code"], described["is_internal"]) == (ErrorCode.NONE, True)
+        assert len(described["partitions"]) == partitions
+        assert settled_offsets(client, "g") == {tp: (o, None) for tp, o in OFFSETS.items()}
+        assert commit(client, "g", -1, "", {("t", 0): 43}) == {("t", 0): ErrorCode.NONE}
+        assert settled_offsets(client, "g")[("t", 0)] == (43, None)

@@ -1,0 +1,569 @@
+"""The controller: the one broker that holds ``/controller`` watches the cluster in ZooKeeper
+and decides leadership (seed 003 "Controller").
+
+One task reads one event channel (Kafka's ControllerEventManager): broker and topic changes
+from ZooKeeper watches, controlled-shutdown and election requests. Each event is decided by
+``ControllerModel`` (sans-IO), its partition states written to ZooKeeper, and the brokers told
+through one ordered ``RequestQueue`` each.
+
+Fencing: every write is one ZooKeeper transaction that also checks ``/controller_epoch`` is
+still at the version this controller wrote; a controller that was paused and replaced fails
+that check and steps down, so it overwrites nothing. Brokers refuse its requests by epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+import trio
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import WatchedEvent
+
+from broker.cluster import zk_layout as zk
+from broker.cluster.controller_model import Change, ControllerModel, TopicPartition
+from broker.cluster.links import RequestQueue
+from broker.cluster.zookeeper import ZooKeeper
+from broker.settings import BrokerSettings
+from protocol.apis import ApiKey
+from protocol.errors import StaleControllerEpochError
+
+log = structlog.get_logger(__name__)
+
+#: partition writes per ZooKeeper transaction (each stays far below jute.maxbuffer)
+WRITES_PER_TRANSACTION = 200
+#: how often one event re-decides partitions whose state moved under its writes
+DECISION_ROUNDS = 5
+
+
+class NotControllerAnyMore(Exception):
+    """The epoch check failed or the session ended: another controller has taken over."""
+
+
+#: a ZooKeeper call failed because the connection dropped or the session is over: the
+#: controller steps down (the broker gives ``/controller`` up if its session still holds it)
+SESSION_ENDED = (SessionExpiredError, ConnectionClosedError, ConnectionLoss)
+
+
+def _session_ended(exc: BaseException) -> str:
+    return f"the ZooKeeper connection or session was lost ({type(exc).__name__})"
+
+
+@dataclass
+class _Event:
+    kind: str
+    payload: Any = None
+    reply: Callable[[Any], None] | None = None
+
+
+@dataclass
+class _Elected:
+    epoch: int
+    epoch_zk_version: int
+
+
+async def try_to_become_controller(zoo: ZooKeeper, broker_id: int) -> _Elected | None:
+    """Seed 003: "The broker which joins the cluster first becomes the controller and it
+    creates a controller ephermal node." Creating ``/controller`` and increasing
+    ``/controller_epoch`` are one transaction. None when another broker holds it."""
+
+    def attempt() -> _Elected | None:
+        client = zoo.kazoo
+        while True:
+            try:
+                data, stat = client.get(zk.CONTROLLER_EPOCH)
+                epoch, version = zk.decode_epoch(data), stat.version
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    client.create(zk.CONTROLLER_EPOCH, zk.encode_epoch(0))
+                continue
+            tx = client.transaction()
+            tx.create(zk.CONTROLLER, zk.encode_controller(broker_id), ephemeral=True)
+            tx.set_data(zk.CONTROLLER_EPOCH, zk.encode_epoch(epoch + 1), version=version)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                return _Elected(epoch + 1, version + 1)
+            if isinstance(results[0], NodeExistsError):
+                return None
+            # the epoch moved under us (another broker won and already left): read it again
+
+    return await zoo.call(attempt)
+
+
+@dataclass
+class Controller:
+    zoo: ZooKeeper
+    settings: BrokerSettings
+    broker_id: int
+    elected: _Elected
+    model: ControllerModel = field(init=False)
+    _queues: dict[int, RequestQueue] = field(default_factory=dict)
+    _nursery: trio.Nursery | None = None
+    _rewatch_pending: bool = False
+
+    def __post_init__(self) -> None:
+        self.model = ControllerModel(self.broker_id, self.elected.epoch)
+        self._send, self._events = trio.open_memory_channel[_Event](math.inf)
+
+    @property
+    def epoch(self) -> int:
+        return self.elected.epoch
+
+    # ============================================================================ running
+
+    async def run(self) -> None:
+        """Serve as controller until another takes over (returns) or cancelled."""
+        log.info("controller.elected", broker_id=self.broker_id, epoch=self.epoch)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    try:
+                        await self._start()
+                    except SESSION_ENDED as exc:
+                        raise NotControllerAnyMore(_session_ended(exc)) from None
+                    if self.settings.auto_leader_rebalance_enable:
+                        nursery.start_soon(self._check_imbalance)
+                    async for event in self._events:
+                        await self._handle(event)
+                except NotControllerAnyMore as exc:
+                    log.warning("controller.resigned", broker_id=self.broker_id,
+                                epoch=self.epoch, reason=str(exc))
+                nursery.cancel_scope.cancel()
+        finally:
+            for queue in self._queues.values():
+                queue.close()
+            self._send.close()
+            # whoever still waits for an answer (``ask``) hears that this reign is over
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                while True:
+                    event = self._events.receive_nowait()
+                    if event.reply is not None:
+                        event.reply(NotControllerAnyMore(
+                            "this broker is not the controller any more"))
+
+    def submit(self, kind: str, payload: Any = None,
+               reply: Callable[[Any], None] | None = None) -> None:
+        try:
+            self._send.send_nowait(_Event(kind, payload, reply))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            if reply is not None:
+                reply(NotControllerAnyMore("this broker is not the controller any more"))
+
+    def resign(self, reason: str) -> None:
+        self.submit("resign", reason)
+
+    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        remaining: list[TopicPartition] = await self.ask("controlled_shutdown", broker_id)
+        return remaining
+
+    async def ask(self, kind: str, payload: Any) -> Any:
+        """Submit an event and wait for its result (NotControllerAnyMore if it resigned)."""
+        done = trio.Event()
+        answer: list[Any] = []
+
+        def reply(value: Any) -> None:
+            answer.append(value)
+            done.set()
+
+        self.submit(kind, payload, reply)
+        await done.wait()
+        if isinstance(answer[0], BaseException):
+            raise answer[0]
+        return answer[0]
+
+    # ========================================================================== start-up
+
+    async def _start(self) -> None:
+        """Read the whole cluster from ZooKeeper, set the watches, and tell every broker."""
+        registrations = await self.zoo.call(self._read_brokers_and_watch)
+        self.model.live = registrations
+        topics = await self.zoo.call(self._read_topics_and_watch)
+        for topic, (assignment, configs, states) in topics.items():
+            self.model.add_topic(topic, assignment, configs)
+            for partition, state in states.items():
+                self.model.adopt_state((topic, partition), state)
+        for broker_id, reg in registrations.items():
+            self._open_queue(broker_id, reg)
+        missing = [tp for tp in self.model.partitions() if tp not in self.model.states]
+        await self._write(self.model.elect_new(missing))
+        await self._settle(self.model.elect_after_broker_change)
+        self._tell(self.model.partitions())
+        await self.zoo.call(self._watch_deletions)
+        await self._on_isr_changes(None)
+        log.info("controller.started", epoch=self.epoch, brokers=sorted(registrations),
+                 topics=len(topics), partitions=len(self.model.states))
+
+    def _read_brokers_and_watch(self) -> dict[int, zk.BrokerRegistration]:
+        client = self.zoo.kazoo
+        ids = client.get_children(zk.BROKER_IDS, watch=self.zoo.forward(self._brokers_fired))
+        return self._read_registrations(int(i) for i in ids)
+
+    def _read_registrations(self, ids: Iterable[int]) -> dict[int, zk.BrokerRegistration]:
+        client = self.zoo.kazoo
+        pending = {i: client.get_async(zk.broker_path(i)) for i in ids}
+        found = {}
+        for broker_id, result in pending.items():
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            found[broker_id] = zk.BrokerRegistration.decode(broker_id, data)
+        return found
+
+    def _read_topics_and_watch(
+        self,
+    ) -> dict[str, tuple[dict[int, tuple[int, ...]], dict[str, str],
+                         dict[int, zk.LeaderIsr]]]:
+        client = self.zoo.kazoo
+        names = client.get_children(zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
+        return {name: self._read_topic(name) for name in names}
+
+    def _read_topic(
+        self, name: str
+    ) -> tuple[dict[int, tuple[int, ...]], dict[str, str], dict[int, zk.LeaderIsr]]:
+        client = self.zoo.kazoo
+        data, _ = client.get(zk.topic_path(name),
+                             watch=self.zoo.forward(self._assignment_fired))
+        assignment = zk.decode_assignment(name, data)
+        try:
+            config_data, _ = client.get(zk.topic_config_path(name))
+            configs = zk.decode_topic_config(name, config_data)
+        except NoNodeError:
+            configs = {}
+        pending = {p: client.get_async(zk.state_path(name, p)) for p in assignment}
+        states = {}
+        for partition, result in pending.items():
+            try:
+                state_data, stat = result.get()
+            except NoNodeError:
+                continue
+            states[partition] = zk.LeaderIsr.decode(name, partition, state_data, stat.version)
+        return assignment, configs, states
+
+    def _watch_deletions(self) -> None:
+        names = self.zoo.kazoo.get_children(
+            zk.DELETE_TOPICS, watch=self.zoo.forward(self._deletions_fired))
+        if names:
+            self.submit("delete_topics", names)
+
+    def _isr_changes_fired(self, event: WatchedEvent) -> None:
+        self.submit("isr_changes")
+
+    # watches fire once; each handler re-reads (and re-arms) in the controller task
+    def _brokers_fired(self, event: WatchedEvent) -> None:
+        self.submit("brokers_changed")
+
+    def _topics_fired(self, event: WatchedEvent) -> None:
+        self.submit("topics_changed")
+
+    def _assignment_fired(self, event: WatchedEvent) -> None:
+        if event.path is None:
+            # kazoo fires every watch with no path when the connection drops, and forgets
+            # them all: read every topic again (once), which sets their watches again
+            if not self._rewatch_pending:
+                self._rewatch_pending = True
+                self.submit("rewatch_assignments")
+            return
+        topic = event.path.rsplit("/", 1)[-1]
+        self.submit("assignment_changed", topic)
+
+    def _deletions_fired(self, event: WatchedEvent) -> None:
+        self.submit("deletions_fired")
+
+    # ============================================================================ events
+
+    async def _handle(self, event: _Event) -> None:
+        kind = event.kind
+        if kind == "resign":
+            raise NotControllerAnyMore(str(event.payload))
+        try:
+            try:
+                result = await getattr(self, f"_on_{kind}")(event.payload)
+            except SESSION_ENDED as exc:
+                raise NotControllerAnyMore(_session_ended(exc)) from None
+        except NotControllerAnyMore as exc:
+            if event.reply is not None:
+                event.reply(exc)
+            raise
+        if event.reply is not None:
+            event.reply(result)
+
+    async def _on_brokers_changed(self, _: Any) -> None:
+        def read() -> dict[int, zk.BrokerRegistration]:
+            ids = self.zoo.kazoo.get_children(
+                zk.BROKER_IDS, watch=self.zoo.forward(self._brokers_fired))
+            return self._read_registrations(int(i) for i in ids)
+
+        live = await self.zoo.call(read)
+        before = self.model.live
+        dead = sorted(set(before) - set(live))
+        # registered again before the old registration's deletion was seen (kill -9 and a
+        # quick restart): a new process that lost its state (Kafka's "bounced" brokers)
+        bounced = sorted(b for b in live if b in before
+                         and live[b].timestamp != before[b].timestamp)
+        came = sorted(b for b in live if b not in before or b in bounced)
+        if not dead and not came:
+            return
+        log.info("controller.brokers_changed", dead=dead, came=came, bounced=bounced,
+                 live=sorted(live))
+        self.model.shutting_down -= set(dead) | set(came)
+        for broker_id in dead + came:
+            queue = self._queues.pop(broker_id, None)
+            if queue is not None:
+                queue.close()
+        for broker_id in came:
+            self._open_queue(broker_id, live[broker_id])
+        changes: list[Change] = []
+        if bounced:  # first as failed (its leaderships move, it leaves the ISRs) ...
+            self.model.live = {b: r for b, r in live.items() if b not in bounced}
+            changes = await self._settle(self.model.elect_after_broker_change)
+        self.model.live = dict(live)  # ... then as started
+        changes += await self._settle(self.model.elect_after_broker_change)
+        if came:  # the brokers that came (back) hear about every replica they hold
+            mine = [tp for tp in self.model.partitions()
+                    if set(self.model.replicas(tp)) & set(came)]
+            self._send_leader_and_isr(mine, only=set(came))
+        self._tell([c.tp for c in changes])
+
+    async def _on_topics_changed(self, _: Any) -> None:
+        def read() -> dict[str, Any]:
+            names = self.zoo.kazoo.get_children(
+                zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
+            return {n: self._read_topic(n) for n in names if n not in self.model.assignments}
+
+        await self._add(await self.zoo.call(read))
+
+    async def _on_rewatch_assignments(self, _: Any) -> None:
+        self._rewatch_pending = False
+        for topic in sorted(self.model.assignments):
+            await self._on_assignment_changed(topic)
+
+    async def _on_assignment_changed(self, topic: str) -> None:
+        if topic not in self.model.assignments:
+            return
+        try:
+            found = await self.zoo.call(self._read_topic, topic)
+        except NoNodeError:
+            return  # deleted; the deletion handles it
+        await self._add({topic: found})
+
+    async def _add(self, topics: dict[str, Any]) -> None:
+        new: list[TopicPartition] = []
+        for topic, (assignment, configs, _) in sorted(topics.items()):
+            new += self.model.add_topic(topic, assignment, configs)
+        if not new:
+            return
+        await self._write(self.model.elect_new(new))
+        self._tell(new, new_replicas=True)
+
+    async def _on_deletions_fired(self, _: Any) -> None:
+        names = await self.zoo.call(
+            self.zoo.kazoo.get_children, zk.DELETE_TOPICS,
+            watch=self.zoo.forward(self._deletions_fired))
+        if names:
+            await self._on_delete_topics(names)
+
+    async def _on_delete_topics(self, names: list[str]) -> None:
+        for topic in sorted(names):
+            tps = [(topic, p) for p in sorted(self.model.assignments.get(topic, {}))]
+            for broker_id, body in self.model.stop_replica(tps, delete=True).items():
+                self._queue(broker_id, ApiKey.STOP_REPLICA, body)
+            await self._fenced(self._delete_topic_znodes, topic)
+            self.model.remove_topic(topic)
+            log.info("controller.topic_deleted", topic=topic, partitions=len(tps))
+        self._broadcast_metadata()
+
+    def _delete_topic_znodes(self, topic: str) -> None:
+        client = self.zoo.kazoo
+        client.delete(zk.topic_path(topic), recursive=True)
+        with contextlib.suppress(NoNodeError):
+            client.delete(zk.topic_config_path(topic))
+        with contextlib.suppress(NoNodeError):
+            client.delete(zk.delete_topic_path(topic))
+
+    async def _on_isr_changes(self, _: Any) -> None:
+        """Leaders changed ISRs: adopt the states they wrote and tell every broker."""
+
+        def read() -> list[TopicPartition]:
+            client = self.zoo.kazoo
+            names = client.get_children(zk.ISR_CHANGES,
+                                        watch=self.zoo.forward(self._isr_changes_fired))
+            changed: list[TopicPartition] = []
+            for name in sorted(names):
+                path = f"{zk.ISR_CHANGES}/{name}"
+                try:
+                    data, _ = client.get(path)
+                    changed += zk.decode_isr_change(path, data)
+                    client.delete(path)
+                except NoNodeError:
+                    continue
+                except zk.ZkFormatError as exc:
+                    log.warning("controller.bad_isr_change", reason=str(exc))
+                    client.delete(path)
+            return changed
+
+        changed = [tp for tp in dict.fromkeys(await self.zoo.call(read))
+                   if tp in self.model.states]
+        for tp in changed:
+            await self._reread(tp, quiet=True)
+        if changed:
+            self._broadcast_metadata()
+
+    async def _on_controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        if broker_id not in self.model.live:
+            return []
+        remaining: list[TopicPartition] = []
+
+        def decide() -> list[Change]:
+            changes, left = self.model.elect_for_shutdown(broker_id)
+            remaining[:] = left
+            return changes
+
+        changes = await self._settle(decide)
+        self._tell([c.tp for c in changes])
+        log.info("controller.controlled_shutdown", broker_id=broker_id, moved=len(changes),
+                 remaining=len(remaining))
+        return remaining
+
+    async def _on_preferred_election(self, tps: list[TopicPartition] | None
+                                     ) -> list[TopicPartition]:
+        changes = await self._settle(lambda: self.model.elect_preferred(tps))
+        self._tell([c.tp for c in changes])
+        if changes:
+            log.info("controller.preferred_election", moved=len(changes))
+        return [c.tp for c in changes]
+
+    async def _check_imbalance(self) -> None:
+        """Kafka's auto leader rebalance: a broker leading less than its share of preferred
+        partitions by more than the threshold gets a preferred election."""
+        threshold = self.settings.leader_imbalance_per_broker_percentage / 100
+        while True:
+            await trio.sleep(self.settings.leader_imbalance_check_interval_ms / 1000)
+            if any(ratio > threshold for ratio in self.model.imbalance().values()):
+                self.submit("preferred_election", None)
+
+    # ============================================================================ writes
+
+    async def _settle(self, decide: Callable[[], list[Change]]) -> list[Change]:
+        """Decide, write, and decide again for partitions whose state znode moved under us (a
+        leader changed its ISR meanwhile): the written changes."""
+        written: list[Change] = []
+        for _ in range(DECISION_ROUNDS):
+            changes = decide()
+            moved = await self._write(changes)
+            written += [c for c in changes if c.tp not in moved]
+            if not moved:
+                break
+        return written
+
+    async def _write(self, changes: list[Change]) -> set[TopicPartition]:
+        """Write partition states, each transaction fenced by the epoch check; a partition
+        whose znode moved under us is read again and adopted as it is. Returns those."""
+        moved: set[TopicPartition] = set()
+        for start in range(0, len(changes), WRITES_PER_TRANSACTION):
+            batch = changes[start:start + WRITES_PER_TRANSACTION]
+            results = await self._fenced(self._write_batch, batch)
+            for change, version in zip(batch, results, strict=True):
+                if version is None:
+                    moved.add(change.tp)
+                    await self._reread(change.tp)
+                else:
+                    self.model.record(change, version)
+        return moved
+
+    def _write_batch(self, batch: list[Change]) -> list[int | None]:
+        client = self.zoo.kazoo
+        for change in batch:
+            if change.create:
+                client.ensure_path(zk.partition_path(*change.tp))
+        tx = client.transaction()
+        tx.check(zk.CONTROLLER_EPOCH, self.elected.epoch_zk_version)
+        for change in batch:
+            path = zk.state_path(*change.tp)
+            if change.create:
+                tx.create(path, change.state.encode())
+            else:
+                tx.set_data(path, change.state.encode(), version=change.state.zk_version)
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise NotControllerAnyMore(
+                f"/controller_epoch moved past epoch {self.epoch}: another controller took over")
+        if not any(isinstance(r, Exception) for r in results):
+            return [0 if c.create else c.state.zk_version + 1 for c in batch]
+        if len(batch) == 1:
+            return [None]
+        # one partition failed and the transaction rolled back: try them one by one
+        return [v for change in batch for v in self._write_batch([change])]
+
+    async def _reread(self, tp: TopicPartition, *, quiet: bool = False) -> None:
+        def read() -> zk.LeaderIsr | None:
+            try:
+                data, stat = self.zoo.kazoo.get(zk.state_path(*tp))
+            except NoNodeError:
+                return None
+            return zk.LeaderIsr.decode(tp[0], tp[1], data, stat.version)
+
+        state = await self.zoo.call(read)
+        if state is not None:
+            if not quiet:
+                log.warning("controller.state_moved", topic=tp[0], partition=tp[1],
+                            leader=state.leader, leader_epoch=state.leader_epoch,
+                            isr=list(state.isr))
+            self.model.adopt_state(tp, state)
+
+    async def _fenced(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a ZooKeeper step unless the epoch moved on; session loss ends the reign too."""
+        if self.zoo.client is None or not self.zoo.kazoo.connected:
+            raise NotControllerAnyMore("the ZooKeeper session is not connected")
+        return await self.zoo.call(fn, *args)
+
+    # ========================================================================== requests
+
+    def _tell(self, tps: Iterable[TopicPartition], *, only: Collection[int] | None = None,
+              new_replicas: bool = False) -> None:
+        """LeaderAndIsr for ``tps`` to their replicas (``only``: to these brokers alone),
+        then the whole view to every broker."""
+        self._send_leader_and_isr(tps, only=only, new_replicas=new_replicas)
+        self._broadcast_metadata()
+
+    def _send_leader_and_isr(self, tps: Iterable[TopicPartition], *,
+                             only: Collection[int] | None = None,
+                             new_replicas: bool = False) -> None:
+        unique = list(dict.fromkeys(tps))
+        for broker_id, body in self.model.leader_and_isr(unique, new=new_replicas).items():
+            if only is None or broker_id in only:
+                self._queue(broker_id, ApiKey.LEADER_AND_ISR, body)
+
+    def _broadcast_metadata(self) -> None:
+        body = self.model.update_metadata()
+        for broker_id in self.model.live:
+            self._queue(broker_id, ApiKey.UPDATE_METADATA, body)
+
+    def _queue(self, broker_id: int, api: ApiKey, body: dict[str, Any]) -> None:
+        queue = self._queues.get(broker_id)
+        if queue is not None:
+            queue.put(api, body, self._answered)
+
+    def _answered(self, result: dict[str, Any] | BaseException) -> None:
+        if isinstance(result, StaleControllerEpochError):
+            self.resign(f"a broker refused epoch {self.epoch}: {result}")
+
+    def _open_queue(self, broker_id: int, reg: zk.BrokerRegistration) -> None:
+        queue = RequestQueue(broker_id, reg.host, reg.port,
+                             client_id=f"controller-{self.broker_id}",
+                             timeout=self.settings.controller_socket_timeout_ms / 1000)
+        self._queues[broker_id] = queue
+        assert self._nursery is not None
+        self._nursery.start_soon(queue.run)

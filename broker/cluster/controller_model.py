@@ -1,0 +1,296 @@
+"""The controller's decisions, without I/O: what it knows of the cluster and what each event
+makes it change.
+
+Shaped like the group coordinator (DESIGN "Cluster"): the trio side (``controller.py``) reads
+ZooKeeper and feeds events in; the methods here answer with ``Change``\\ s -- new partition
+states to write, conditionally, to ZooKeeper -- and, once written (``record``), with the
+requests to send to brokers. Every partition move is checked against ``PARTITION_MACHINE``
+and logged as a "state change" line an operator can follow.
+
+Election rules (Kafka's, seed 003: "followers which are out of sync will NOT be eligible to
+become leader"):
+
+- offline election: the first replica, in assignment order, that is live and in the ISR;
+- a dead broker leaves every ISR it was in; an ISR is never emptied -- its last member stays,
+  so that it can lead again when it comes back (no unclean election);
+- controlled shutdown: the first other live in-sync replica not itself shutting down;
+- preferred election: the first replica, if it is live and in the ISR.
+
+Every change of leader or ISR made here increments the leader epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+from broker.cluster.partition_state import PARTITION_MACHINE, PartitionEvent, PartitionState
+from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
+
+log = structlog.get_logger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Change:
+    """A partition state to write; ``create``: the state znode does not exist yet."""
+
+    tp: TopicPartition
+    state: LeaderIsr
+    create: bool = False
+
+
+@dataclass
+class ControllerModel:
+    broker_id: int
+    epoch: int
+    live: dict[int, BrokerRegistration] = field(default_factory=dict)
+    assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    machine: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    #: unclean_leader_election_enable for topics that do not set it
+    unclean_default: bool = False
+
+    # -------------------------------------------------------------------------- knowledge
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.assignments.get(tp[0], {}).get(tp[1], ())
+
+    def partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
+
+    def add_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                  configs: Mapping[str, str]) -> list[TopicPartition]:
+        """A topic (or new partitions of one) appeared in ZooKeeper; the new partitions."""
+        known = self.assignments.setdefault(topic, {})
+        self.configs[topic] = dict(configs)
+        new = []
+        for partition, replicas in sorted(assignment.items()):
+            if partition not in known:
+                known[partition] = tuple(replicas)
+                tp = (topic, partition)
+                self._move(tp, PartitionEvent.CREATED)
+                new.append(tp)
+        return new
+
+    def adopt_state(self, tp: TopicPartition, state: LeaderIsr) -> None:
+        """A state read from ZooKeeper at controller start-up."""
+        self.states[tp] = state
+        self.machine[tp] = (
+            PartitionState.ONLINE if state.leader in self.live else PartitionState.OFFLINE
+        )
+
+    def remove_topic(self, topic: str) -> list[TopicPartition]:
+        removed = [(topic, p) for p in sorted(self.assignments.pop(topic, {}))]
+        self.configs.pop(topic, None)
+        for tp in removed:
+            self._move(tp, PartitionEvent.DELETED)
+            self.states.pop(tp, None)
+            self.machine.pop(tp, None)
+        return removed
+
+    # -------------------------------------------------------------------------- decisions
+
+    def elect_new(self, tps: Iterable[TopicPartition]) -> list[Change]:
+        """First states of new partitions: leader the first live replica, ISR the live ones.
+        With no replica live the ISR is every replica (none has data yet) and there is no
+        leader until one comes."""
+        changes = []
+        for tp in tps:
+            replicas = self.replicas(tp)
+            alive = [r for r in replicas if self._eligible(r)]
+            if alive:
+                state = LeaderIsr(alive[0], 0, tuple(alive), self.epoch)
+            else:
+                state = LeaderIsr(NO_LEADER, 0, replicas, self.epoch)
+            changes.append(Change(tp, state, create=True))
+        return changes
+
+    def elect_after_broker_change(self) -> list[Change]:
+        """After brokers died or came back: every partition whose leader is not live gets one
+        from its ISR, and dead brokers leave the ISRs."""
+        changes = []
+        for tp, state in sorted(self.states.items()):
+            replicas = self.replicas(tp)
+            # never empty: with no live member, keep the one most likely to hold the most --
+            # the last leader if it was in sync, else the last member
+            last = [state.leader] if state.leader in state.isr else list(state.isr[-1:])
+            isr = [r for r in state.isr if r in self.live] or last
+            leader = state.leader
+            if leader not in self.live:
+                leader = next((r for r in replicas if r in isr and self._eligible(r)),
+                              NO_LEADER)
+                if leader == NO_LEADER and self.unclean_allowed(tp[0]):
+                    leader = next((r for r in replicas if self._eligible(r)), NO_LEADER)
+                    if leader != NO_LEADER:
+                        # what the old ISR had and this replica lacks is lost
+                        log.warning("controller.unclean_election", topic=tp[0],
+                                    partition=tp[1], leader=leader, lost_isr=list(state.isr))
+                        isr = [leader]
+            if leader != NO_LEADER and leader not in isr:
+                isr.insert(0, leader)
+            if leader != state.leader or tuple(isr) != state.isr:
+                changes.append(Change(tp, self._next(state, leader, isr)))
+        return changes
+
+    def elect_for_shutdown(self, broker_id: int) -> tuple[list[Change], list[TopicPartition]]:
+        """Controlled shutdown of ``broker_id``: lead its partitions elsewhere and take it out
+        of every ISR. Returns the changes and the partitions nobody else can lead."""
+        self.shutting_down.add(broker_id)
+        changes: list[Change] = []
+        remaining: list[TopicPartition] = []
+        for tp, state in sorted(self.states.items()):
+            if broker_id not in state.isr and state.leader != broker_id:
+                continue
+            isr = [r for r in state.isr if r != broker_id]
+            leader = state.leader
+            if leader == broker_id:
+                leader = next((r for r in self.replicas(tp) if r in isr and self._eligible(r)),
+                              NO_LEADER)
+                if leader == NO_LEADER:
+                    remaining.append(tp)
+                    continue
+            if not isr:  # leaderless, with it as the last ISR member: keep it (never empty)
+                continue
+            changes.append(Change(tp, self._next(state, leader, isr)))
+        return changes, remaining
+
+    def elect_preferred(self, tps: Iterable[TopicPartition] | None = None) -> list[Change]:
+        """Move leadership back to each partition's first replica where it can take it."""
+        changes = []
+        for tp in sorted(self.states if tps is None else tps):
+            state = self.states.get(tp)
+            replicas = self.replicas(tp)
+            if state is None or not replicas:
+                continue
+            preferred = replicas[0]
+            if (state.leader != preferred and preferred in state.isr
+                    and self._eligible(preferred)):
+                changes.append(Change(tp, self._next(state, preferred, list(state.isr))))
+        return changes
+
+    def imbalance(self) -> dict[int, float]:
+        """Per broker: the share of the partitions it should lead (first replica) that it does
+        not lead -- Kafka's leader imbalance ratio."""
+        should: dict[int, int] = {}
+        lost: dict[int, int] = {}
+        for tp, state in self.states.items():
+            replicas = self.replicas(tp)
+            if not replicas:
+                continue
+            should[replicas[0]] = should.get(replicas[0], 0) + 1
+            if state.leader != replicas[0]:
+                lost[replicas[0]] = lost.get(replicas[0], 0) + 1
+        return {b: lost.get(b, 0) / n for b, n in should.items()}
+
+    # ----------------------------------------------------------------------- after writes
+
+    def record(self, change: Change, zk_version: int) -> None:
+        """``change`` is in ZooKeeper now, at ``zk_version``: adopt it."""
+        state = replace(change.state, zk_version=zk_version)
+        self.states[change.tp] = state
+        event = PartitionEvent.LEADER_ELECTED if state.leader != NO_LEADER else (
+            PartitionEvent.LEADER_LOST)
+        self._move(change.tp, event, leader=state.leader, leader_epoch=state.leader_epoch,
+                   isr=list(state.isr))
+
+    # --------------------------------------------------------------------------- requests
+
+    def leader_and_isr(self, tps: Iterable[TopicPartition], *, new: bool = False
+                       ) -> dict[int, dict[str, Any]]:
+        """LeaderAndIsr bodies, per live broker that holds a replica of one of ``tps``."""
+        per_broker: dict[int, list[dict[str, Any]]] = {}
+        leaders: set[int] = set()
+        for tp in tps:
+            state = self.states.get(tp)
+            if state is None:
+                continue
+            entry = {**self._partition_entry(tp, state), "is_new": new}
+            leaders.add(state.leader)
+            for replica in self.replicas(tp):
+                if replica in self.live:
+                    per_broker.setdefault(replica, []).append(entry)
+        live_leaders = [self._broker_entry(self.live[b]) for b in sorted(leaders)
+                        if b in self.live]
+        return {
+            broker: {**self._controller_fields(), "partitions": entries,
+                     "live_leaders": live_leaders}
+            for broker, entries in per_broker.items()
+        }
+
+    def update_metadata(self) -> dict[str, Any]:
+        """The whole cluster view, for every broker's metadata cache."""
+        return {
+            **self._controller_fields(),
+            "partitions": [self._partition_entry(tp, self.states[tp])
+                           for tp in self.partitions() if tp in self.states],
+            "live_brokers": [self._broker_entry(b) for _, b in sorted(self.live.items())],
+            "topics": [{"name": t, "configs": self.configs.get(t, {})}
+                       for t in sorted(self.assignments)],
+        }
+
+    def stop_replica(self, tps: Iterable[TopicPartition], *, delete: bool
+                     ) -> dict[int, dict[str, Any]]:
+        per_broker: dict[int, list[dict[str, Any]]] = {}
+        for topic, partition in tps:
+            for replica in self.assignments.get(topic, {}).get(partition, ()):
+                if replica in self.live:
+                    per_broker.setdefault(replica, []).append(
+                        {"topic": topic, "partition": partition})
+        return {b: {**self._controller_fields(), "delete_partitions": delete, "partitions": e}
+                for b, e in per_broker.items()}
+
+    def unclean_allowed(self, topic: str) -> bool:
+        """unclean_leader_election_enable: the topic's config, else the broker default."""
+        configs = self.configs.get(topic, {})
+        value = configs.get("unclean_leader_election_enable",
+                            configs.get("unclean.leader.election.enable"))
+        if value is None:
+            return self.unclean_default
+        return value.strip().lower() in ("true", "1", "yes", "on")
+
+    # ---------------------------------------------------------------------------- helpers
+
+    def _eligible(self, broker_id: int) -> bool:
+        return broker_id in self.live and broker_id not in self.shutting_down
+
+    def _next(self, state: LeaderIsr, leader: int, isr: Sequence[int]) -> LeaderIsr:
+        return LeaderIsr(leader, state.leader_epoch + 1, tuple(isr), self.epoch,
+                         state.zk_version)
+
+    def _move(self, tp: TopicPartition, event: PartitionEvent, **detail: Any) -> None:
+        before = self.machine.get(tp, PARTITION_MACHINE.initial)
+        after = PARTITION_MACHINE.next_state(before, event)
+        if after is PartitionState.NON_EXISTENT:
+            self.machine.pop(tp, None)
+        else:
+            self.machine[tp] = after
+        if before is not after or detail:
+            log.info("controller.state_change", topic=tp[0], partition=tp[1],
+                     from_state=before.value, to_state=after.value, trigger=event.value,
+                     controller_epoch=self.epoch, **detail)
+
+    def _controller_fields(self) -> dict[str, int]:
+        return {"controller_id": self.broker_id, "controller_epoch": self.epoch}
+
+    def _partition_entry(self, tp: TopicPartition, state: LeaderIsr) -> dict[str, Any]:
+        return {
+            "topic": tp[0],
+            "partition": tp[1],
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+            "zk_version": state.zk_version,
+            "replicas": list(self.replicas(tp)),
+        }
+
+    @staticmethod
+    def _broker_entry(b: BrokerRegistration) -> dict[str, Any]:
+        return {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}

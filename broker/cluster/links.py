@@ -1,0 +1,130 @@
+"""Brokers talking to brokers: the same wire protocol as clients, from trio.
+
+``BrokerLink`` is one connection to one broker, one request at a time (the receiving broker
+handles a connection's requests in order anyway). ``RequestQueue`` is Kafka's controller channel
+for one broker: a task that sends what is queued, in order, reconnecting and retrying until it
+is answered or the queue is closed -- so a broker that was slow to start, or restarted, still
+gets every LeaderAndIsr and UpdateMetadata meant for it, in the order they were decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+import trio
+
+from protocol.apis import ApiKey
+from protocol.errors import BrokerError, ProtocolError
+from protocol.framing import FrameDecoder
+from protocol.wire import decode_response_body, decode_response_envelope, encode_request
+
+log = structlog.get_logger(__name__)
+
+RETRY_BACKOFF = 0.1
+MAX_RETRY_BACKOFF = 1.0
+
+
+class LinkError(Exception):
+    """The connection failed or answered something unreadable; the request may be retried."""
+
+
+class BrokerLink:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout: float) -> None:
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._timeout = timeout
+        self._stream: trio.SocketStream | None = None
+        self._decoder = FrameDecoder()
+        self._ids = itertools.count(1)
+
+    async def request(self, api: ApiKey, body: dict[str, Any], *, version: int = 0
+                      ) -> dict[str, Any]:
+        """Send one request and wait for its answer. LinkError on connection trouble (the
+        connection is dropped); a request-level error answer raises its BrokerError."""
+        correlation_id = next(self._ids) & 0x7FFFFFFF
+        frame = encode_request(api, version, correlation_id, self._client_id, body)
+        try:
+            with trio.fail_after(self._timeout):
+                if self._stream is None:
+                    self._stream = await trio.open_tcp_stream(self.host, self.port)
+                    self._decoder = FrameDecoder()
+                await self._stream.send_all(frame)
+                payload = await self._next_frame(self._stream)
+            got_id, body_value = decode_response_envelope(payload)
+            if got_id != correlation_id:
+                raise LinkError(f"answer to request {got_id}, expected {correlation_id}")
+            return decode_response_body(api, version, body_value)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError,
+                LinkError) as exc:
+            await self.aclose()
+            raise LinkError(f"{self.host}:{self.port}: {type(exc).__name__}: {exc}") from None
+
+    async def _next_frame(self, stream: trio.SocketStream) -> bytes:
+        while True:
+            payload = self._decoder.next_frame()
+            if payload is not None:
+                return payload
+            data = await stream.receive_some(256 * 1024)
+            if not data:
+                raise LinkError("closed by the peer")
+            self._decoder.receive_data(data)
+
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+Answer = Callable[[dict[str, Any] | BaseException], Awaitable[None] | None]
+
+
+class RequestQueue:
+    """Requests to one broker, sent in order by ``run``; each retried until answered (or
+    until the broker is given up: ``close``). ``on_answer``, if given, sees the body or the
+    BrokerError of a request-level refusal."""
+
+    def __init__(self, broker_id: int, host: str, port: int, *, client_id: str,
+                 timeout: float) -> None:
+        self.broker_id = broker_id
+        self.link = BrokerLink(host, port, client_id=client_id, timeout=timeout)
+        self._send, self._receive = trio.open_memory_channel[
+            tuple[ApiKey, dict[str, Any], Answer | None]](math.inf)
+
+    def put(self, api: ApiKey, body: dict[str, Any], on_answer: Answer | None = None) -> None:
+        # a closed queue: the broker was given up; a later controller tells it everything
+        with contextlib.suppress(trio.ClosedResourceError):
+            self._send.send_nowait((api, body, on_answer))
+
+    def close(self) -> None:
+        self._send.close()
+
+    async def run(self) -> None:
+        try:
+            async for api, body, on_answer in self._receive:
+                result = await self._deliver(api, body)
+                if on_answer is not None:
+                    done = on_answer(result)
+                    if done is not None:
+                        await done
+        finally:
+            await self.link.aclose()
+
+    async def _deliver(self, api: ApiKey, body: dict[str, Any]) -> dict[str, Any] | BaseException:
+        backoff = RETRY_BACKOFF
+        while True:
+            try:
+                return await self.link.request(api, body)
+            except BrokerError as exc:
+                return exc
+            except LinkError as exc:
+                log.debug("controller.send_retry", broker=self.broker_id, api=api.name,
+                          reason=str(exc))
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_RETRY_BACKOFF)

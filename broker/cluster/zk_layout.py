@@ -1,0 +1,242 @@
+"""The ZooKeeper layout of a cluster, as seeds 000 and 003 show it: every path and the JSON each
+node holds, in one place.
+
+Every value is a JSON object with a ``version`` field (Kafka's ``"version":1``), so a reader can
+tell a format it does not know. Paths are relative to the chroot given in ``zookeeper_connect``
+(``127.0.0.1:2181/odradek`` keeps the cluster under ``/odradek``)::
+
+    /cluster/id                                    {"version":"1","id":"<22 chars>"}
+    /controller                        ephemeral   {"version":1,"brokerid":1,"timestamp":"..."}
+    /controller_epoch                              14   (a bare integer, as Kafka writes it)
+    /brokers/ids/<id>                  ephemeral   {"version":4,"host":..,"port":..,
+                                                    "endpoints":[..],"rack":..,
+                                                    "timestamp":"..","directory_id":..}
+    /brokers/topics/<topic>                        {"version":1,"partitions":{"0":[1,2,3],..}}
+    /brokers/topics/<topic>/partitions/<p>/state   {"version":1,"controller_epoch":14,"leader":1,
+                                                    "leader_epoch":5,"isr":[1,0]}
+    /admin/delete_topics/<topic>                   (empty: a request to delete the topic)
+    /config/topics/<topic>                         {"version":1,"config":{"cleanup_policy":..}}
+    /isr_change_notification/isr_change_<seq>      {"version":1,"partitions":[{"topic":..,
+                                                    "partition":..}]}
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+TOPIC_CONFIGS = "/config/topics"
+#: leaders drop a sequential node here after changing an ISR; the controller picks them up
+ISR_CHANGES = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+
+#: every persistent node a cluster needs before brokers use it
+PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ISR_CHANGES)
+
+
+class ZkFormatError(ValueError):
+    """A znode holds something this broker cannot read; the message names the path."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+def _dump(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _load(path: str, data: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZkFormatError(f"{path} does not hold JSON: {exc}") from None
+    if not isinstance(doc, dict) or "version" not in doc:
+        raise ZkFormatError(f"{path} holds no JSON object with a version: {data[:100]!r}")
+    return doc
+
+
+# ------------------------------------------------------------------------------ registrations
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """What ``/brokers/ids/<id>`` says about a live broker."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    #: the data directory's own id (meta.properties ``directory.id``): a registration left by
+    #: this same directory's previous process is stale, one from another directory is a clash
+    directory_id: str = ""
+    timestamp: str = field(default_factory=_now_ms)
+
+    def encode(self) -> bytes:
+        return _dump({
+            "version": 4,
+            "host": self.host,
+            "port": self.port,
+            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "jmx_port": -1,
+            "rack": self.rack,
+            "timestamp": self.timestamp,
+            "directory_id": self.directory_id,
+        })
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        path = broker_path(broker_id)
+        doc = _load(path, data)
+        try:
+            return cls(broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"),
+                       str(doc.get("directory_id", "")), str(doc.get("timestamp", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+
+
+def decode_controller(data: bytes) -> int:
+    doc = _load(CONTROLLER, data)
+    try:
+        return int(doc["brokerid"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkFormatError(f"{CONTROLLER}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_epoch(epoch: int) -> bytes:
+    return str(epoch).encode("ascii")
+
+
+def decode_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise ZkFormatError(f"{CONTROLLER_EPOCH} holds {data[:40]!r}, not an integer") from None
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    doc = _load(CLUSTER_ID, data)
+    cluster_id = doc.get("id")
+    if not isinstance(cluster_id, str):
+        raise ZkFormatError(f"{CLUSTER_ID}: no string id in {data[:100]!r}")
+    return cluster_id
+
+
+# ---------------------------------------------------------------------------------- topics
+
+def encode_assignment(assignment: Mapping[int, Sequence[int]]) -> bytes:
+    return _dump({
+        "version": 1,
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+    })
+
+
+def decode_assignment(topic: str, data: bytes) -> dict[int, tuple[int, ...]]:
+    path = topic_path(topic)
+    doc = _load(path, data)
+    try:
+        return {int(p): tuple(int(b) for b in r) for p, r in doc["partitions"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    path = topic_config_path(topic)
+    doc = _load(path, data)
+    config = doc.get("config", {})
+    if not isinstance(config, dict):
+        raise ZkFormatError(f"{path}: config is not an object")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+@dataclass(frozen=True)
+class LeaderIsr:
+    """A partition's state node: who leads, since which leader epoch, who is in sync, and which
+    controller epoch wrote it. ``zk_version`` is the node's version, for conditional writes."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def encode(self) -> bytes:
+        return _dump({
+            "version": 1,
+            "controller_epoch": self.controller_epoch,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+        })
+
+    @classmethod
+    def decode(cls, topic: str, partition: int, data: bytes, zk_version: int) -> LeaderIsr:
+        path = state_path(topic, partition)
+        doc = _load(path, data)
+        try:
+            return cls(int(doc["leader"]), int(doc["leader_epoch"]),
+                       tuple(int(b) for b in doc["isr"]), int(doc["controller_epoch"]),
+                       zk_version)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
+
+
+#: ``leader`` of a partition with no live replica to lead it
+NO_LEADER = -1
+
+
+def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
+    doc = _load(path, data)
+    try:
+        return [(str(p["topic"]), int(p["partition"])) for p in doc["partitions"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,58 @@
+"""The requests brokers send each other in cluster mode -- LeaderAndIsr, UpdateMetadata and
+StopReplica from the controller, ControlledShutdown to it -- and CreatePartitions.
+
+A single broker (no ``zookeeper_connect``) is its own controller and takes none of the
+controller's requests: they are answered with STALE_CONTROLLER_EPOCH, which no controller can
+get past.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.cluster.node import ClusterNode
+from broker.context import BrokerContext
+from protocol.errors import InvalidRequestError, StaleControllerEpochError
+from protocol.wire import Request
+
+
+def _node(ctx: BrokerContext) -> ClusterNode:
+    if ctx.cluster is None:
+        raise StaleControllerEpochError(
+            f"broker {ctx.broker_id} runs without zookeeper_connect and takes no controller "
+            "requests")
+    return ctx.cluster
+
+
+async def leader_and_isr(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return await _node(ctx).leader_and_isr(request.body)
+
+
+async def update_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return await _node(ctx).update_metadata(request.body)
+
+
+async def stop_replica(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return await _node(ctx).stop_replica(request.body)
+
+
+async def controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    if ctx.cluster is None:
+        raise InvalidRequestError(
+            f"broker {ctx.broker_id} runs without zookeeper_connect: there is no controller")
+    return await ctx.cluster.controlled_shutdown(request.body["broker_id"])
+
+
+async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    if ctx.cluster is None:  # a single broker leads everything: nothing to elect
+        return {"error_code": 0, "error_message": None, "elected": []}
+    wanted = request.body["topic_partitions"]
+    tps = None if wanted is None else [
+        (t["topic"], p) for t in wanted for p in t["partitions"]]
+    elected = await ctx.cluster.preferred_election(tps)
+    return {"error_code": 0, "error_message": None,
+            "elected": [{"topic": t, "partition": p} for t, p in elected]}
+
+
+async def offsets_for_leader_epoch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return _node(ctx).offsets_for_leader_epoch(request.body)

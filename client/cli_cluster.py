@@ -1,0 +1,331 @@
+"""``odradek cluster up / down / status``: a cluster on this machine, and the health of any.
+
+``up`` and ``down`` drive client.local_cluster (processes only; the brokers outlive the
+command, recorded in DIR/cluster.json). ``status`` asks brokers for metadata like every other
+client command and counts what Kafka operators watch (client.cluster_health): offline
+partitions, under-replicated partitions and preferred-leader imbalance.
+
+``add_cluster_parser`` adds them to the ``odradek`` parser (client/cli.py); the handlers print
+through its ``Output``: rich tables, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from client.admin import Admin
+from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
+from client.local_cluster import ClusterRecord, LocalCluster, LocalClusterError
+
+if TYPE_CHECKING:  # client.cli imports this module
+    from client.cli import Output
+
+DEFAULT_DIR = "./odradek-cluster"
+
+
+def add_cluster_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    json_parent: argparse.ArgumentParser,
+) -> None:
+    """``json_parent``: the parser holding --json."""
+    cluster = subparsers.add_parser(
+        "cluster",
+        help="start or stop a local cluster; show any cluster's brokers and partition health",
+        description="`up` starts ZooKeeper and brokers on 127.0.0.1 that keep running after "
+        "the command exits; `down` stops them; `status` shows brokers, leaders, replicas, "
+        "ISR and the counts operators watch.",
+    )
+    actions = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    directory = argparse.ArgumentParser(add_help=False)
+    directory.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_DIR,
+        help="where the cluster keeps cluster.json, broker data and logs (default: %(default)s)",
+    )
+
+    up = actions.add_parser(
+        "up",
+        parents=[directory, json_parent],
+        help="start a local cluster: ZooKeeper and N brokers on 127.0.0.1",
+        description="Start a ZooKeeper (unless --zookeeper names one) and N brokers "
+        "(ids 0..N-1) on 127.0.0.1 with free ports, in their own sessions so they keep "
+        "running after this command. Data, logs and cluster.json go to --dir. Prints the "
+        "bootstrap list. Refuses when --dir already has a running cluster.",
+    )
+    up.add_argument(
+        "--brokers", type=_positive_int, default=3, metavar="N",
+        help="how many brokers (default: %(default)s)",
+    )
+    up.add_argument(
+        "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="use this ZooKeeper instead of starting one; the brokers use its chroot "
+        "(default chroot: /odradek)",
+    )
+    up.add_argument(
+        "--rack-count", type=_positive_int, metavar="K",
+        help="give the brokers racks rack-0..rack-(K-1), round-robin (default: no racks)",
+    )
+    up.add_argument(
+        "--broker-config", type=Path, metavar="TOML",
+        help="a settings file passed to every broker with --config (e.g. "
+        "zookeeper_session_timeout_ms)",
+    )
+    up.set_defaults(run=cmd_cluster_up)
+
+    down = actions.add_parser(
+        "down",
+        parents=[directory, json_parent],
+        help="stop the local cluster recorded in --dir",
+        description="Stop each broker recorded in DIR/cluster.json (SIGTERM; SIGKILL after a "
+        "deadline), then the ZooKeeper if `up` started it. A recorded PID that now runs "
+        "another program is left alone. Data and logs stay.",
+    )
+    down.set_defaults(run=cmd_cluster_down)
+
+    status = actions.add_parser(
+        "status",
+        parents=[json_parent],
+        help="brokers, controller, partition leaders/replicas/ISR and health counts",
+        description="Brokers (and which is controller); per partition its leader, replicas "
+        "and ISR; and the counts of offline partitions (no leader), under-replicated "
+        "partitions (ISR smaller than replicas) and preferred-leader imbalance (leader is not "
+        "the first replica).",
+    )
+    where = status.add_mutually_exclusive_group()
+    where.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="brokers to ask (default: $ODRADEK_BOOTSTRAP or 127.0.0.1:9092)",
+    )
+    where.add_argument(
+        "--dir", type=Path, help="ask the local cluster recorded in DIR/cluster.json"
+    )
+    status.add_argument(
+        "--api-timeout-ms", dest="api_timeout_ms", type=_positive_int, default=10_000,
+        metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
+    )
+    status.set_defaults(run=cmd_cluster_status)
+
+    elect = actions.add_parser(
+        "elect-leaders",
+        parents=[json_parent],
+        help="move leadership back to each partition's preferred (first) replica",
+        description="Preferred-leader election (Kafka's kafka-leader-election --election-type "
+        "preferred), done by the controller: a partition moves when its first replica is live "
+        "and in the ISR.",
+    )
+    elect.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                       help="only this topic's partitions (repeatable; default: all)")
+    elect_where = elect.add_mutually_exclusive_group()
+    elect_where.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT...]",
+                             help="brokers to ask (default: the local cluster in "
+                             f"{DEFAULT_DIR}, else $ODRADEK_BOOTSTRAP or 127.0.0.1:9092)")
+    elect_where.add_argument("--dir", type=Path,
+                             help="ask the local cluster recorded in DIR/cluster.json")
+    elect.add_argument(
+        "--api-timeout-ms", dest="api_timeout_ms", type=_positive_int, default=10_000,
+        metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
+    )
+    elect.set_defaults(run=cmd_cluster_elect_leaders)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+# ---------------------------------------------------------------------------------- up, down
+
+
+def cmd_cluster_up(args: argparse.Namespace, output: Output) -> int:
+    # absolute: the brokers run in the cluster's directory
+    config = args.broker_config
+    broker_args = [] if config is None else ["--config", str(config.absolute())]
+    cluster = LocalCluster(args.dir, broker_args=broker_args)
+    if not args.json:
+        output.note(f"starting {args.brokers} broker(s) in {cluster.directory} ...")
+    record = cluster.up(args.brokers, zookeeper=args.zookeeper, rack_count=args.rack_count or 0)
+    if args.json:
+        output.json({"dir": str(cluster.directory), **record.to_json()})
+        return 0
+    output.table(
+        f"cluster in {cluster.directory}",
+        ("broker", "address", "rack", "pid", "log"),
+        [
+            (b.broker_id, b.address, b.rack or "-", b.process.pid, b.log_file)
+            for b in record.brokers
+        ],
+    )
+    output.out.write(_zookeeper_line(record) + "\n")
+    output.out.write(f"bootstrap: {record.bootstrap}\n")
+    output.note(f"stop it with: odradek cluster down --dir {args.dir}")
+    return 0
+
+
+def _zookeeper_line(record: ClusterRecord) -> str:
+    if record.zookeeper is None:
+        return f"zookeeper: {record.zookeeper_connect} (not started here)"
+    return (
+        f"zookeeper: {record.zookeeper_connect} (pid {record.zookeeper.pid}, "
+        f"log {record.zookeeper_log})"
+    )
+
+
+def cmd_cluster_down(args: argparse.Namespace, output: Output) -> int:
+    outcomes = LocalCluster(args.dir).down()
+    if args.json:
+        output.json([{"process": name, "pid": pid, "outcome": how} for name, pid, how in outcomes])
+        return 0
+    for name, pid, how in outcomes:
+        if how == "not ours":
+            output.note(f"{name}: pid {pid} now runs another program; left alone")
+        else:
+            output.out.write(f"{name} (pid {pid}): {how}\n")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ status
+
+
+def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
+    with Admin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
+        health = cluster_health(admin.cluster_metadata())
+    if args.json:
+        output.json(health_json(health))
+        return 0
+    output.table(
+        f"brokers of cluster {health.cluster_id or '-'}",
+        ("id", "address", "controller", "leader of", "replicas"),
+        [
+            (
+                b.node_id,
+                f"{b.host}:{b.port}",
+                "yes" if b.node_id == health.controller_id else "",
+                sum(p.leader == b.node_id for p in health.partitions),
+                sum(b.node_id in p.replicas for p in health.partitions),
+            )
+            for b in health.brokers
+        ],
+    )
+    output.table(
+        "partitions",
+        ("topic", "partition", "leader", "replicas", "isr", "state"),
+        [
+            (
+                p.topic,
+                p.partition,
+                p.leader,
+                ",".join(map(str, p.replicas)),
+                ",".join(map(str, p.isr)),
+                _state(p),
+            )
+            for p in health.partitions
+        ],
+    )
+    output.table(
+        "health",
+        ("offline partitions", "under-replicated partitions", "preferred-leader imbalance"),
+        [
+            (
+                health.offline_partitions,
+                health.under_replicated_partitions,
+                health.preferred_leader_imbalance,
+            )
+        ],
+    )
+    if health.controller_id not in {b.node_id for b in health.brokers}:
+        output.note("no live broker is controller")
+    if health.absent_replicas:
+        ids = ", ".join(map(str, health.absent_replicas))
+        output.note(f"brokers named as replicas but not live: {ids}")
+    return 0
+
+
+def cmd_cluster_elect_leaders(args: argparse.Namespace, output: Output) -> int:
+    with Admin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
+        wanted = None
+        if args.topic:
+            described = admin.describe_topics(args.topic)
+            wanted = [(t.name, p) for t in described for p in sorted(t.partitions)]
+        elected = admin.elect_leaders(wanted)
+    if args.json:
+        output.json([{"topic": t, "partition": p} for t, p in elected])
+    elif elected:
+        for topic, partition in elected:
+            output.out.write(f"{topic}-{partition}: leader moved to its preferred replica\n")
+    else:
+        output.out.write("every partition already has its preferred leader (or it cannot "
+                         "take over: not live or not in sync)\n")
+    return 0
+
+
+def _status_bootstrap(args: argparse.Namespace) -> str:
+    if args.dir is not None:
+        record = LocalCluster(args.dir).read()
+        if record is None or not record.bootstrap:
+            raise LocalClusterError(f"no cluster recorded in {args.dir / 'cluster.json'}")
+        return record.bootstrap
+    if args.bootstrap:
+        return str(args.bootstrap)
+    local = LocalCluster(Path(DEFAULT_DIR)).read()  # `cluster up` with its default dir
+    if local is not None and local.bootstrap:
+        return local.bootstrap
+    from client.cli import DEFAULT_BOOTSTRAP  # client.cli imports this module
+
+    return os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+
+
+def _state(p: PartitionHealth) -> str:
+    problems = [
+        name
+        for name, present in (
+            ("offline", p.offline),
+            ("under-replicated", p.under_replicated),
+            ("not preferred leader", not p.preferred_leader),
+        )
+        if present
+    ]
+    return ", ".join(problems) or "ok"
+
+
+def health_json(health: ClusterHealth) -> dict[str, Any]:
+    """``status --json``: the same fields as the tables."""
+    return {
+        "cluster_id": health.cluster_id,
+        "controller_id": health.controller_id,
+        "brokers": [
+            {
+                "node_id": b.node_id,
+                "host": b.host,
+                "port": b.port,
+                "controller": b.node_id == health.controller_id,
+            }
+            for b in health.brokers
+        ],
+        "partitions": [
+            {
+                "topic": p.topic,
+                "partition": p.partition,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "offline": p.offline,
+                "under_replicated": p.under_replicated,
+                "preferred_leader": p.preferred_leader,
+            }
+            for p in health.partitions
+        ],
+        "offline_partitions": health.offline_partitions,
+        "under_replicated_partitions": health.under_replicated_partitions,
+        "preferred_leader_imbalance": health.preferred_leader_imbalance,
+        "absent_replicas": list(health.absent_replicas),
+    }
