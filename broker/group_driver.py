@@ -56,10 +56,23 @@ from coordinator import (
 )
 from coordinator.offsets_topic import OffsetsRecordError, Record
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, UnknownTopicOrPartitionError
+from protocol.errors import BrokerError, ErrorCode, UnknownTopicOrPartitionError
 from protocol.messageset import decode_messages, encode_message_set
 
 log = structlog.get_logger(__name__)
+
+
+class Replication(Protocol):
+    """Cluster mode: how the driver knows a record it appended is on the ISR."""
+
+    def appended(self, topic: str, partition: int) -> None: ...
+
+    async def await_replication(self, topic: str, partition: int, last_offset: int,
+                                deadline: float) -> None: ...
+
+
+#: how long a group record may take to reach the ISR (Kafka's offsets.commit.timeout.ms)
+OFFSETS_COMMIT_TIMEOUT_S = 5.0
 
 
 class TopicCatalog(Protocol):
@@ -96,6 +109,7 @@ class GroupDriver:
         failover_signals: bool = False,
         catalog: TopicCatalog | None = None,
         lead_all: bool = True,
+        replication: Replication | None = None,
     ) -> None:
         """``catalog``: where partition counts of subscribed topics come from (the cluster's
         metadata cache in cluster mode; else ``topics``). ``lead_all``: a single broker leads
@@ -110,6 +124,10 @@ class GroupDriver:
         self._topics = topics
         self._catalog: TopicCatalog = topics if catalog is None else catalog
         self._lead_all = lead_all
+        # cluster mode: an append is done once replicated; per partition, in append order
+        self._replication = replication
+        self._unreplicated: dict[int, deque[tuple[int, int]]] = {}
+        self._nursery: trio.Nursery | None = None
         self._purgatory = purgatory
         self._clock = clock
         self._load_chunk_bytes = load_chunk_bytes
@@ -148,6 +166,7 @@ class GroupDriver:
         """Timers, loading, and (if enabled) the failover signals; until cancelled. Started
         before the broker listens, so the signals are handled from the first request on."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._run_timers)
             nursery.start_soon(self._run_loads)
             if self._failover_signals:
@@ -324,7 +343,10 @@ class GroupDriver:
                         if reply.arrived is not None:
                             reply.arrived.set()
                 elif isinstance(effect, AppendRecords):
-                    error = self._append(effect)
+                    error, last_offset = self._append(effect)
+                    if error is ErrorCode.NONE and self._replication is not None:
+                        self._await_replication(effect, last_offset)
+                        continue
                     self._queue.extend(
                         self.coordinator.on_append_done(effect.append_id, error, self.now_ms())
                     )
@@ -335,18 +357,51 @@ class GroupDriver:
         finally:
             self._applying = False
 
-    def _append(self, effect: AppendRecords) -> ErrorCode:
+    def _append(self, effect: AppendRecords) -> tuple[ErrorCode, int]:
+        """Append the records; the error code and the last offset written."""
         try:
             plog = self._offsets_log(effect.partition)
             now = self.now_ms()
-            plog.append(encode_message_set([(key, value, now) for key, value in effect.records]))
+            appended = plog.append(
+                encode_message_set([(key, value, now) for key, value in effect.records]))
         except Exception as exc:
             code = error_code_for(exc)
             log.error("coordinator.append_failed", partition=effect.partition, error=code.name,
                       reason=str(exc))
-            return code
+            return code, -1
         self._purgatory.appended(OFFSETS_TOPIC, effect.partition)
-        return ErrorCode.NONE
+        if self._replication is not None:
+            self._replication.appended(OFFSETS_TOPIC, effect.partition)
+        return ErrorCode.NONE, appended.last_offset
+
+    def _await_replication(self, effect: AppendRecords, last_offset: int) -> None:
+        """Cluster mode: the append is done (a commit answered, a round completed) only once
+        the ISR has it -- acks=all for the coordinator's own records."""
+        queue = self._unreplicated.get(effect.partition)
+        if queue is None:
+            queue = self._unreplicated[effect.partition] = deque()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._complete_appends, effect.partition, queue)
+        queue.append((effect.append_id, last_offset))
+
+    async def _complete_appends(self, partition: int, queue: deque[tuple[int, int]]) -> None:
+        assert self._replication is not None
+        try:
+            while queue:
+                append_id, last_offset = queue[0]
+                deadline = trio.current_time() + OFFSETS_COMMIT_TIMEOUT_S
+                try:
+                    await self._replication.await_replication(
+                        OFFSETS_TOPIC, partition, last_offset, deadline)
+                    code = ErrorCode.NONE
+                except BrokerError as exc:
+                    code = exc.code
+                    log.warning("coordinator.append_not_replicated", partition=partition,
+                                error=code.name, reason=str(exc))
+                queue.popleft()
+                self._call(self.coordinator.on_append_done, append_id, code, self.now_ms())
+        finally:
+            del self._unreplicated[partition]
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         plog = self._topics.log(OFFSETS_TOPIC, partition)

@@ -33,6 +33,9 @@ from broker.topics import Topics, TopicsFileError
 
 log = structlog.get_logger(__name__)
 
+#: how long a new cluster member waits for its first UpdateMetadata before announcing itself
+FIRST_METADATA_WAIT_S = 10.0
+
 
 class StartupError(RuntimeError):
     """The broker cannot start: its port, data directory or identity is unusable."""
@@ -154,6 +157,7 @@ async def run_broker(
                 failover_signals=settings.coordinator_failover_signals,
                 catalog=None if cluster is None else cluster.cache,
                 lead_all=cluster is None,
+                replication=cluster,
             )
             ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster)
             server = BrokerServer(ctx)
@@ -175,6 +179,9 @@ async def run_broker(
                     except ClusterStartError as exc:
                         raise StartupError(str(exc)) from exc
                     nursery.start_soon(cluster.serve)
+                    # announce once the controller's first view has arrived, so that clients
+                    # (and placement) never see a cluster of no brokers
+                    await cluster.first_metadata(FIRST_METADATA_WAIT_S)
                 log.info(
                     "broker.started",
                     broker_id=identity.broker_id,

@@ -145,6 +145,12 @@ class ClusterNode:
         broker = self.cache.brokers.get(broker_id)
         return None if broker is None else (broker.host, broker.port)
 
+    async def first_metadata(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until an UpdateMetadata has filled the cache."""
+        with trio.move_on_after(timeout):
+            while not self.cache.brokers:
+                await self.cache.changed()
+
     async def register(self) -> None:
         """Register in ``/brokers/ids`` (ClusterStartError when the id is another's)."""
         await self._register()
@@ -481,7 +487,7 @@ class ClusterNode:
             self._topics.check_configs(name, configs)
         except ValueError as exc:
             raise InvalidConfigError(f"topic {name!r}: {exc}") from None
-        slots = [BrokerSlot(b.node_id, b.rack) for b in self.cache.brokers.values()]
+        slots = await self.zoo.call(self._live_slots)
         try:
             assignment = assign_replicas(slots, partitions, replication_factor,
                                          rng=random.Random())
@@ -509,6 +515,20 @@ class ClusterNode:
         await self._wait_until(lambda: self._has_leaders(name, partitions), timeout_ms,
                                f"topic {name!r} was created but not every partition has a "
                                "leader yet")
+
+    def _live_slots(self) -> list[BrokerSlot]:
+        """The live brokers as ZooKeeper lists them (not this broker's cache, which a broker
+        that just started may not have yet): placement must see every one."""
+        client = self.zoo.kazoo
+        slots = []
+        for name in client.get_children(zk.BROKER_IDS):
+            try:
+                data, _ = client.get(zk.broker_path(int(name)))
+            except NoNodeError:
+                continue
+            reg = zk.BrokerRegistration.decode(int(name), data)
+            slots.append(BrokerSlot(reg.broker_id, reg.rack))
+        return slots
 
     def _has_leaders(self, name: str, partitions: int) -> bool:
         found = self.cache.partitions.get(name, {})
@@ -541,7 +561,7 @@ class ClusterNode:
                 f"topic {name!r}: {count} partitions exceed max_partitions_per_topic="
                 f"{self.settings.max_partitions_per_topic}")
         current = {p: list(v.replicas) for p, v in existing.items()}
-        slots = [BrokerSlot(b.node_id, b.rack) for b in self.cache.brokers.values()]
+        slots = await self.zoo.call(self._live_slots)
         try:
             if assignments is None:
                 added = assign_added_partitions(slots, current, count)
