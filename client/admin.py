@@ -127,6 +127,23 @@ class Admin:
         answer = self._ask_controller(ApiKey.ELECT_LEADERS, body)
         return [(e["topic"], e["partition"]) for e in answer["elected"]]
 
+    def reassign_partitions(self, moves: Mapping[tuple[str, int], Sequence[int]]) -> None:
+        """Start moving partitions to new replicas (Kafka's AlterPartitionReassignments),
+        done by the controller; raises the first partition's refusal. Metadata shows the end:
+        the partition's replicas become the new list."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in sorted(moves.items()):
+            by_topic.setdefault(topic, []).append(
+                {"partition": partition, "replicas": list(replicas)})
+        body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+                "timeout_ms": int(self._timeout * 1000)}
+        answer = self._ask_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+        for t in answer["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise partition_error(f"{t['name']}-{p['partition']}", p["error_code"],
+                                          p["error_message"])
+
     def list_topics(self, *, include_internal: bool = False) -> list[str]:
         metadata = self._refresh()
         return sorted(

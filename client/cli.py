@@ -124,6 +124,23 @@ def build_parser() -> argparse.ArgumentParser:
     alter.add_argument("--partitions", type=_positive_int, required=True,
                        help="the new total partition count, larger than the current one")
     alter.set_defaults(run=cmd_topics_alter)
+    reassign = topic_commands.add_parser(
+        "reassign", parents=[client, json_flag],
+        help="move a partition to new replicas (kafka-reassign-partitions)",
+        description="Add the new replicas, wait until they are in sync, then remove the old "
+        "ones, as Kafka's reassignment does. Prints progress until the move is done (or "
+        "returns at once with --no-wait).",
+    )
+    reassign.add_argument("topic")
+    reassign.add_argument("--partition", type=_non_negative_int, required=True)
+    reassign.add_argument("--replicas", required=True, type=_broker_ids, metavar="ID,ID,...",
+                          help="the new replicas, the preferred leader first")
+    reassign.add_argument("--no-wait", dest="wait", action="store_false",
+                          help="return once the move has started")
+    reassign.add_argument("--wait-timeout-ms", type=_positive_int, default=120_000,
+                          metavar="MS", help="how long to wait for the move (default: "
+                          "%(default)s)")
+    reassign.set_defaults(run=cmd_topics_reassign)
     delete = topic_commands.add_parser(
         "delete", parents=[client, json_flag], help="delete topics and their data"
     )
@@ -370,6 +387,49 @@ def cmd_topics_alter(args: argparse.Namespace, output: Output) -> int:
         output.json({"topic": args.topic, "partitions": args.partitions})
     else:
         output.out.write(f"topic {args.topic!r} now has {args.partitions} partitions\n")
+    return 0
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of broker "
+                                         "ids") from None
+    if not ids or min(ids) < 0:
+        raise argparse.ArgumentTypeError("broker ids are whole numbers of at least 0")
+    return ids
+
+
+def cmd_topics_reassign(args: argparse.Namespace, output: Output) -> int:
+    tp = (args.topic, args.partition)
+    with _admin(args) as admin:
+        admin.reassign_partitions({tp: args.replicas})
+        if not args.wait:
+            output.note(f"moving {args.topic}-{args.partition} to replicas {args.replicas}")
+            return 0
+        deadline = time.monotonic() + args.wait_timeout_ms / 1000
+        shown = None
+        while True:
+            info = admin.describe_topics([args.topic])[0].partitions[args.partition]
+            now = (info.replicas, info.isr, info.leader)
+            if now != shown:
+                output.note(f"{args.topic}-{args.partition}: replicas {list(info.replicas)}, "
+                            f"in sync {list(info.isr)}, leader {info.leader}")
+                shown = now
+            if list(info.replicas) == args.replicas and set(info.isr) == set(args.replicas):
+                break
+            if time.monotonic() >= deadline:
+                output.note(f"odradek: error: {args.topic}-{args.partition} has not moved "
+                            f"within {args.wait_timeout_ms} ms; it goes on in the background")
+                return 1
+            time.sleep(0.2)
+    if args.json:
+        output.json({"topic": args.topic, "partition": args.partition,
+                     "replicas": args.replicas, "leader": info.leader})
+    else:
+        output.out.write(f"{args.topic}-{args.partition} moved to replicas {args.replicas} "
+                         f"(leader {info.leader})\n")
     return 0
 
 

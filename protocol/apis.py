@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     OFFSETS_FOR_LEADER_EPOCH = 23
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
     DELETE_GROUPS = 42
 
 
@@ -459,6 +460,25 @@ ELECT_LEADERS = Api(
     "the controller_id given by Metadata).",
 )
 
+ALTER_PARTITION_REASSIGNMENTS = Api(
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0,
+    _s("AlterPartitionReassignmentsRequest",
+       _f("topics", Array(_s("ReassignableTopic", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "ReassignablePartition", PARTITION,
+                                 _f("replicas", Array(INT32),
+                                    "the new replicas, the preferred leader first"))))))),
+       _f("timeout_ms", INT32)),
+    _s("AlterPartitionReassignmentsResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("topics", Array(_s("ReassignableTopicResult", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "ReassignablePartitionResult", PARTITION, ERROR_CODE,
+                                 ERROR_MESSAGE))))))),
+    "Move partitions to new replicas, answered by the controller (NOT_CONTROLLER elsewhere). "
+    "The new replicas are added and catch up; once all are in the ISR the old ones are "
+    "removed. The answer comes when the move has started; Metadata shows its end.",
+)
+
 REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
@@ -466,7 +486,7 @@ REGISTRY: dict[ApiKey, Api] = {
         FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
         LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_PARTITIONS, LEADER_AND_ISR,
         UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
-        OFFSETS_FOR_LEADER_EPOCH,
+        OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

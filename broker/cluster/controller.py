@@ -201,7 +201,11 @@ class Controller:
         await self._settle(self.model.elect_after_broker_change)
         self._tell(self.model.partitions())
         await self.zoo.call(self._watch_deletions)
+        self.model.reassigning = {
+            tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
+            if tp in self.model.states}
         await self._on_isr_changes(None)
+        await self._advance_reassignments()
         log.info("controller.started", epoch=self.epoch, brokers=sorted(registrations),
                  topics=len(topics), partitions=len(self.model.states))
 
@@ -336,6 +340,7 @@ class Controller:
                     if set(self.model.replicas(tp)) & set(came)]
             self._send_leader_and_isr(mine, only=set(came))
         self._tell([c.tp for c in changes])
+        await self._advance_reassignments()
 
     async def _on_topics_changed(self, _: Any) -> None:
         def read() -> dict[str, Any]:
@@ -420,6 +425,87 @@ class Controller:
             await self._reread(tp, quiet=True)
         if changed:
             self._broadcast_metadata()
+            await self._advance_reassignments()
+
+    # ====================================================================== reassignment
+
+    async def _on_reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
+                           ) -> dict[TopicPartition, str | None]:
+        """Start moving partitions to new replicas (Kafka's reassignment): the answer per
+        partition is None, or why it cannot move."""
+        answers: dict[TopicPartition, str | None] = {}
+        started: list[Change] = []
+        for tp, target in wanted:
+            problem = self._reassignment_problem(tp, target)
+            answers[tp] = problem
+            if problem is None and tuple(target) != self.model.replicas(tp):
+                change = self.model.start_reassignment(tp, target)
+                if change is not None:
+                    started.append(change)
+        if not started:
+            return answers
+        await self.zoo.call(self._save_reassignments)
+        for topic in sorted({c.tp[0] for c in started}):
+            await self._fenced(self._write_assignment, topic)
+        await self._write(started)
+        self._tell([c.tp for c in started], new_replicas=True)
+        await self._advance_reassignments()
+        return answers
+
+    def _reassignment_problem(self, tp: TopicPartition, target: list[int]) -> str | None:
+        if tp not in self.model.states:
+            return f"{tp[0]}-{tp[1]} does not exist"
+        if tp in self.model.reassigning:
+            return f"{tp[0]}-{tp[1]} is being reassigned already"
+        if not target or len(set(target)) != len(target):
+            return f"replicas {target} must be distinct broker ids, at least one"
+        dead = [b for b in target if b not in self.model.live]
+        if dead:
+            return f"brokers {dead} are not live"
+        return None
+
+    async def _advance_reassignments(self) -> None:
+        """Finish the moves whose new replicas have all caught up."""
+        for change, removed in self.model.finish_reassignments():
+            await self._write([change])
+            if change.tp not in self.model.states or (
+                    self.model.states[change.tp].leader_epoch != change.state.leader_epoch):
+                continue  # the state moved under us: the next ISR change tries again
+            stopping = self.model.stop_replica([change.tp], delete=True)
+            self.model.reassignment_done(change.tp)
+            await self._fenced(self._write_assignment, change.tp[0])
+            await self.zoo.call(self._save_reassignments)
+            for broker_id in removed:
+                body = stopping.get(broker_id)
+                if body is not None:
+                    self._queue(broker_id, ApiKey.STOP_REPLICA, body)
+            self._tell([change.tp])
+
+    def _write_assignment(self, topic: str) -> None:
+        tx = self.zoo.kazoo.transaction()
+        tx.check(zk.CONTROLLER_EPOCH, self.elected.epoch_zk_version)
+        tx.set_data(zk.topic_path(topic), zk.encode_assignment(self.model.assignments[topic]))
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise NotControllerAnyMore(
+                f"/controller_epoch moved past epoch {self.epoch}: another controller took over")
+
+    def _save_reassignments(self) -> None:
+        data = zk.encode_reassignments(self.model.reassigning)
+        if self.zoo.kazoo.exists(zk.REASSIGN_PARTITIONS):
+            if self.model.reassigning:
+                self.zoo.kazoo.set(zk.REASSIGN_PARTITIONS, data)
+            else:
+                self.zoo.kazoo.delete(zk.REASSIGN_PARTITIONS)
+        elif self.model.reassigning:
+            self.zoo.kazoo.create(zk.REASSIGN_PARTITIONS, data, makepath=True)
+
+    def _read_reassignments(self) -> dict[TopicPartition, tuple[int, ...]]:
+        try:
+            data, _ = self.zoo.kazoo.get(zk.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}
+        return zk.decode_reassignments(data)
 
     async def _on_controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         if broker_id not in self.model.live:

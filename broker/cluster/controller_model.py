@@ -56,6 +56,8 @@ class ControllerModel:
     shutting_down: set[int] = field(default_factory=set)
     #: unclean_leader_election_enable for topics that do not set it
     unclean_default: bool = False
+    #: partitions being moved: the replicas they are moving to (Kafka's RAR)
+    reassigning: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
 
     # -------------------------------------------------------------------------- knowledge
 
@@ -174,6 +176,50 @@ class ControllerModel:
                     and self._eligible(preferred)):
                 changes.append(Change(tp, self._next(state, preferred, list(state.isr))))
         return changes
+
+    def start_reassignment(self, tp: TopicPartition, target: Sequence[int]) -> Change | None:
+        """Kafka's reassignment, step 1: the partition is assigned the union of its old and
+        new replicas (new ones first, so the preferred leader is a new one), and its leader
+        epoch grows so every replica hears of it. The new replicas start as followers; the
+        move finishes when all of them are in the ISR (``finish_reassignments``)."""
+        state = self.states.get(tp)
+        if state is None:
+            return None
+        old = self.replicas(tp)
+        self.reassigning[tp] = tuple(target)
+        union = (*target, *(r for r in old if r not in target))
+        self.assignments[tp[0]][tp[1]] = union
+        log.info("controller.reassignment_started", topic=tp[0], partition=tp[1],
+                 old=list(old), target=list(target))
+        return Change(tp, self._next(state, state.leader, list(state.isr)))
+
+    def finish_reassignments(self) -> list[tuple[Change, tuple[int, ...]]]:
+        """Reassignment, last step, for each moving partition whose new replicas are all in
+        sync: lead it from a new replica, drop the old ones from its ISR and assignment.
+        Returns the changes and the replicas each partition sheds."""
+        done = []
+        for tp, target in sorted(self.reassigning.items()):
+            state = self.states.get(tp)
+            if state is None:
+                del self.reassigning[tp]
+                continue
+            if not set(target) <= set(state.isr):
+                continue
+            leader = state.leader
+            if leader not in target or not self._eligible(leader):
+                leader = next((r for r in target if self._eligible(r)), NO_LEADER)
+                if leader == NO_LEADER:
+                    continue  # wait for a new replica to be live
+            isr = [r for r in state.isr if r in target]
+            removed = tuple(r for r in self.replicas(tp) if r not in target)
+            done.append((Change(tp, self._next(state, leader, isr)), removed))
+        return done
+
+    def reassignment_done(self, tp: TopicPartition) -> None:
+        target = self.reassigning.pop(tp)
+        self.assignments[tp[0]][tp[1]] = target
+        log.info("controller.reassignment_finished", topic=tp[0], partition=tp[1],
+                 replicas=list(target))
 
     def imbalance(self) -> dict[int, float]:
         """Per broker: the share of the partitions it should lead (first replica) that it does

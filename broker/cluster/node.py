@@ -586,6 +586,20 @@ class ClusterNode:
         await self._wait_until(lambda: self._has_leaders(name, count), timeout_ms,
                                f"topic {name!r}: the new partitions have no leader yet")
 
+    async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
+                       ) -> dict[tuple[str, int], str | None]:
+        """Start moving partitions to new replicas (the controller's answer per partition)."""
+        if self.controller is None:
+            raise NotControllerError(
+                f"broker {self.broker_id} is not the controller "
+                f"(the controller is {self.cache.controller_id})")
+        try:
+            answer: dict[tuple[str, int], str | None] = await self.controller.ask(
+                "reassign", wanted)
+        except NotControllerAnyMore as exc:
+            raise NotControllerError(str(exc)) from None
+        return answer
+
     async def preferred_election(
         self, tps: list[tuple[str, int]] | None
     ) -> list[tuple[str, int]]:

@@ -15,6 +15,8 @@ tell a format it does not know. Paths are relative to the chroot given in ``zook
     /brokers/topics/<topic>/partitions/<p>/state   {"version":1,"controller_epoch":14,"leader":1,
                                                     "leader_epoch":5,"isr":[1,0]}
     /admin/delete_topics/<topic>                   (empty: a request to delete the topic)
+    /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":..,
+                                                    "partition":..,"replicas":[..]}]}
     /config/topics/<topic>                         {"version":1,"config":{"cleanup_policy":..}}
     /isr_change_notification/isr_change_<seq>      {"version":1,"partitions":[{"topic":..,
                                                     "partition":..}]}
@@ -34,6 +36,8 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 DELETE_TOPICS = "/admin/delete_topics"
+#: partitions being moved to new replicas, so that a new controller finishes the moves
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 TOPIC_CONFIGS = "/config/topics"
 #: leaders drop a sequential node here after changing an ISR; the controller picks them up
 ISR_CHANGES = "/isr_change_notification"
@@ -240,3 +244,18 @@ def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
         return [(str(p["topic"]), int(p["partition"])) for p in doc["partitions"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_reassignments(moves: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(moves.items())
+    ]})
+
+
+def decode_reassignments(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    doc = _load(REASSIGN_PARTITIONS, data)
+    try:
+        return {(str(e["topic"]), int(e["partition"])): tuple(int(b) for b in e["replicas"])
+                for e in doc["partitions"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkFormatError(f"{REASSIGN_PARTITIONS}: {type(exc).__name__}: {exc}") from None

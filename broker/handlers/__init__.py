@@ -36,6 +36,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.CONTROLLED_SHUTDOWN: cluster.controlled_shutdown,
     ApiKey.ELECT_LEADERS: cluster.elect_leaders,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: cluster.offsets_for_leader_epoch,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

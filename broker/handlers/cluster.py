@@ -12,7 +12,7 @@ from typing import Any
 
 from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
-from protocol.errors import InvalidRequestError, StaleControllerEpochError
+from protocol.errors import ErrorCode, InvalidRequestError, StaleControllerEpochError
 from protocol.wire import Request
 
 
@@ -56,3 +56,25 @@ async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 async def offsets_for_leader_epoch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     return _node(ctx).offsets_for_leader_epoch(request.body)
+
+
+async def alter_partition_reassignments(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    wanted = [((t["name"], p["partition"]), p["replicas"])
+              for t in request.body["topics"] for p in t["partitions"]]
+    if ctx.cluster is None:
+        problems: dict[tuple[str, int], str | None] = {
+            tp: None if replicas == [ctx.broker_id] else
+            f"a single broker ({ctx.broker_id}) holds every replica"
+            for tp, replicas in wanted}
+    else:
+        problems = await ctx.cluster.reassign(wanted)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), _ in wanted:
+        problem = problems.get((topic, partition))
+        topics.setdefault(topic, []).append({
+            "partition": partition,
+            "error_code": 0 if problem is None else int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+            "error_message": problem,
+        })
+    return {"error_code": 0, "error_message": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

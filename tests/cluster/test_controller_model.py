@@ -639,3 +639,70 @@ ControllerMachine.TestCase.settings = settings(
     max_examples=300, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_controller_model_keeps_its_invariants = ControllerMachine.TestCase
+
+
+# ------------------------------------------------------------- the ISR's last member, unclean
+
+def test_when_every_isr_member_dies_the_last_leader_is_the_one_kept():
+    """Any ISR member has every acks=all message; the last leader has the acks=1 ones too, so
+    it is the member the partition waits for."""
+    model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1, 2)}})
+    kill(model, 2, 0, 1)
+    state = model.states[("t", 0)]
+    assert (state.leader, state.isr) == (NO_LEADER, (0,))
+    revive(model, 1, 2)
+    assert model.states[("t", 0)].leader == NO_LEADER  # no unclean election by default
+    revive(model, 0)
+    assert model.states[("t", 0)].leader == 0
+
+
+def test_unclean_election_lets_an_out_of_sync_replica_lead_when_the_topic_allows_it():
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1)}, "u": {0: (0, 1)}},
+                       configs={"u": {"unclean.leader.election.enable": "true"}})
+    set_state(model, ("t", 0), leader=0, isr=[0])
+    set_state(model, ("u", 0), leader=0, isr=[0])
+    with structlog.testing.capture_logs() as logs:
+        kill(model, 0)
+    assert model.states[("t", 0)].leader == NO_LEADER
+    assert (model.states[("u", 0)].leader, model.states[("u", 0)].isr) == (1, (1,))
+    assert [e["topic"] for e in logs if e["event"] == "controller.unclean_election"] == ["u"]
+
+
+def test_the_broker_default_for_unclean_election_applies_to_topics_that_do_not_set_it():
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1)}})
+    model.unclean_default = True
+    set_state(model, ("t", 0), leader=0, isr=[0])
+    kill(model, 0)
+    assert model.states[("t", 0)].leader == 1
+
+
+# -------------------------------------------------------------------------- reassignment
+
+def test_reassignment_adds_the_new_replicas_then_drops_the_old_once_they_are_in_sync():
+    """Kafka's steps: assign old + new, wait for the new ones in the ISR, lead from a new one,
+    shrink the ISR and the assignment to the new replicas."""
+    model = make_model(live=[0, 1, 2, 3], topics={"t": {0: (0, 1)}})
+    start = model.start_reassignment(("t", 0), [2, 3])
+    assert start is not None
+    assert model.replicas(("t", 0)) == (2, 3, 0, 1)
+    write(model, [start])
+    assert model.states[("t", 0)].leader == 0  # the old leader leads while they catch up
+    assert model.finish_reassignments() == []  # 2 and 3 are not in sync yet
+    set_state(model, ("t", 0), leader=0, isr=[0, 1, 2, 3], leader_epoch=8)
+    ((change, removed),) = model.finish_reassignments()
+    assert removed == (0, 1)
+    assert (change.state.leader, change.state.isr) == (2, (2, 3))
+    assert change.state.leader_epoch == 9
+    write(model, [change])
+    model.reassignment_done(("t", 0))
+    assert model.replicas(("t", 0)) == (2, 3)
+    assert ("t", 0) not in model.reassigning
+
+
+def test_a_reassignment_keeps_a_leader_that_is_among_the_new_replicas():
+    model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1)}})
+    write(model, [model.start_reassignment(("t", 0), [1, 0, 2])])  # type: ignore[list-item]
+    set_state(model, ("t", 0), leader=0, isr=[0, 1, 2])
+    ((change, removed),) = model.finish_reassignments()
+    assert removed == ()
+    assert change.state.leader == 0
