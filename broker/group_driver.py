@@ -235,6 +235,9 @@ class GroupDriver:
         self._loads.append((partition, self._epochs[partition]))
         self._loads_wanted.set()
 
+    def loading(self, partition: int) -> bool:
+        return self.coordinator.partition_state(partition) is LoaderState.CATCH_UP
+
     def resign(self, partition: int) -> None:
         """Stop leading ``partition``: its groups are unloaded (requests: NOT_COORDINATOR)."""
         if self.coordinator.partition_state(partition) is LoaderState.DOWN:

@@ -65,6 +65,8 @@ log = structlog.get_logger(__name__)
 
 #: Kafka's offsets topic configs: compacted, 100 MiB segments
 OFFSETS_TOPIC_CONFIGS = {"cleanup_policy": "compact", "segment_bytes": str(100 * 1024 * 1024)}
+#: min_insync_replicas of __consumer_offsets when it has at least this many replicas + 1
+OFFSETS_MIN_INSYNC = 2
 RETRY_BACKOFF = 1.0
 
 
@@ -91,6 +93,7 @@ class ClusterNode:
         self._epoch_seen = -1
         self.replicas: ReplicaManager | None = None
         self._leader_addresses: dict[int, tuple[str, int]] = {}
+        self._offsets_epochs: dict[int, int] = {}  # the epoch each offsets partition is led at
         self._registered = trio.Event()
         self._session_lost = False
         self._stopping = False
@@ -312,10 +315,22 @@ class ClusterNode:
             if not leader and self._purgatory is not None:
                 self._purgatory.appended(topic, partition)  # parked fetches answer now
         if topic == OFFSETS_TOPIC and self._groups is not None:
-            if leader:
-                self._groups.become_leader(partition)
-            else:
-                self._groups.resign(partition)
+            self._lead_groups(partition, p["leader_epoch"] if leader else None)
+
+    def _lead_groups(self, partition: int, leader_epoch: int | None) -> None:
+        """Group ownership follows the offsets partition's leadership (Down -> Catch-up ->
+        Ready, and back to Down). A new leader epoch while still loading restarts the load:
+        the log may have been truncated under it."""
+        assert self._groups is not None
+        if leader_epoch is None:
+            self._offsets_epochs.pop(partition, None)
+            self._groups.resign(partition)
+            return
+        before = self._offsets_epochs.get(partition)
+        self._offsets_epochs[partition] = leader_epoch
+        if before is not None and before != leader_epoch and self._groups.loading(partition):
+            self._groups.resign(partition)
+        self._groups.become_leader(partition)
 
     def _read_configs(self, topic: str) -> dict[str, str]:
         try:
@@ -337,7 +352,7 @@ class ClusterNode:
             tp = (p["topic"], p["partition"])
             self._replicas.stop(tp)
             if tp[0] == OFFSETS_TOPIC and self._groups is not None:
-                self._groups.resign(tp[1])
+                self._lead_groups(tp[1], None)
             if body["delete_partitions"]:
                 self._topics.unhost(*tp)
             if self._purgatory is not None:
@@ -449,9 +464,11 @@ class ClusterNode:
         if OFFSETS_TOPIC in self.cache.partitions:
             return
         with contextlib.suppress(TopicAlreadyExistsError):
-            await self._create(OFFSETS_TOPIC, partitions,
-                               self.settings.offsets_topic_replication_factor,
-                               OFFSETS_TOPIC_CONFIGS, internal=True)
+            rf = self.settings.offsets_topic_replication_factor
+            configs = dict(OFFSETS_TOPIC_CONFIGS)
+            if rf > OFFSETS_MIN_INSYNC:  # a commit survives a broker, and one may be down
+                configs["min_insync_replicas"] = str(OFFSETS_MIN_INSYNC)
+            await self._create(OFFSETS_TOPIC, partitions, rf, configs, internal=True)
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: Mapping[str, str], *, validate_only: bool,
