@@ -15,7 +15,8 @@ everything here is what touches the world:
   Catch-up and is read back in chunks, yielding to the event loop between chunks (its groups'
   requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS). ``resign`` / ``become_leader`` move one
   partition; clustering will call them, and ``coordinator_failover_signals`` lets tests do it
-  (SIGUSR1: resign all, SIGUSR2: lead and reload all);
+  (SIGUSR1: resign all, SIGUSR2: lead and reload all); ``coordinator_test_pause_after`` stops
+  the broker (SIGSTOP) at one step of a round's completion, for a test to kill it there;
 - topics created or deleted (``Topics.listeners``) and closed connections are reported to it.
 
 Times given to the coordinator are wall-clock milliseconds: they are stored in commits and
@@ -28,10 +29,13 @@ import dataclasses
 import heapq
 import itertools
 import math
+import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -54,7 +58,13 @@ from coordinator import (
     SetTimer,
     TimerKey,
 )
-from coordinator.offsets_topic import OffsetsRecordError, Record
+from coordinator.offsets_topic import (
+    GroupKey,
+    OffsetsRecordError,
+    Record,
+    decode_group_value,
+    decode_key,
+)
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, UnknownTopicOrPartitionError
 from protocol.messageset import decode_messages, encode_message_set
@@ -88,6 +98,8 @@ LOAD_CHUNK_BYTES = 1 << 20
 #: Kafka's offsets.topic.segment.bytes
 OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
 RESIGN_SIGNAL = signal.SIGUSR1
+#: testing aid: the file in the data directory that arms ``coordinator_test_pause_after``
+TEST_PAUSE_FILE = "coordinator-test-pause"
 LEAD_SIGNAL = signal.SIGUSR2
 
 
@@ -110,10 +122,17 @@ class GroupDriver:
         catalog: TopicCatalog | None = None,
         lead_all: bool = True,
         replication: Replication | None = None,
+        test_pause_after: str | None = None,
+        test_pause_file: Path | None = None,
     ) -> None:
         """``catalog``: where partition counts of subscribed topics come from (the cluster's
         metadata cache in cluster mode; else ``topics``). ``lead_all``: a single broker leads
-        every offsets partition from the start; in a cluster LeaderAndIsr says which."""
+        every offsets partition from the start; in a cluster LeaderAndIsr says which.
+        ``test_pause_after`` (a testing aid, ``broker.settings.TEST_PAUSE_POINTS``): while
+        ``test_pause_file`` exists, a completed round's group record stops this process with
+        SIGSTOP at that point -- ``group_record`` right after it is appended,
+        ``group_record_replicated`` once the ISR has it, before the JoinGroups are answered --
+        and the file is deleted (one stop per file)."""
         existing = topics.get(OFFSETS_TOPIC)
         if existing is not None and existing.partitions != config.offsets_topic_partitions:
             # the partition of a group is a hash modulo the topic's real partition count
@@ -132,6 +151,9 @@ class GroupDriver:
         self._clock = clock
         self._load_chunk_bytes = load_chunk_bytes
         self._failover_signals = failover_signals
+        self._test_pause_after = test_pause_after
+        self._test_pause_file = test_pause_file
+        self._round_appends: set[int] = set()  # append ids of round records (test pauses only)
         self._tokens = itertools.count(1)
         self._replies: dict[Hashable, _Reply] = {}
         self._queue: deque[Effect] = deque()
@@ -347,6 +369,8 @@ class GroupDriver:
                             reply.arrived.set()
                 elif isinstance(effect, AppendRecords):
                     error, last_offset = self._append(effect)
+                    if error is ErrorCode.NONE and self._test_pause_after is not None:
+                        self._test_pause_at_append(effect)
                     if error is ErrorCode.NONE and self._replication is not None:
                         self._await_replication(effect, last_offset)
                         continue
@@ -402,9 +426,42 @@ class GroupDriver:
                     log.warning("coordinator.append_not_replicated", partition=partition,
                                 error=code.name, reason=str(exc))
                 queue.popleft()
+                if append_id in self._round_appends:
+                    self._round_appends.discard(append_id)
+                    if code is ErrorCode.NONE:
+                        self._test_pause("group_record_replicated", partition)
                 self._call(self.coordinator.on_append_done, append_id, code, self.now_ms())
         finally:
             del self._unreplicated[partition]
+
+    def _test_pause_at_append(self, effect: AppendRecords) -> None:
+        """Testing aid: is this a completed round's group record (one with members)?"""
+        try:
+            is_round = any(
+                value is not None and isinstance(decode_key(key), GroupKey)
+                and bool(decode_group_value(value).members)
+                for key, value in effect.records
+            )
+        except OffsetsRecordError:
+            is_round = False
+        if not is_round:
+            return
+        if self._replication is not None:
+            self._round_appends.add(effect.append_id)
+        self._test_pause("group_record", effect.partition)
+
+    def _test_pause(self, point: str, partition: int) -> None:
+        """Testing aid: stop this process here (SIGSTOP) if a test asked for it."""
+        if point != self._test_pause_after or self._test_pause_file is None:
+            return
+        try:
+            self._test_pause_file.unlink()
+        except FileNotFoundError:
+            return  # not armed
+        log.warning("coordinator.test_pause", point=point, partition=partition, pid=os.getpid())
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        log.warning("coordinator.test_resumed", point=point, partition=partition)
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         plog = self._topics.log(OFFSETS_TOPIC, partition)

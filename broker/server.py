@@ -24,7 +24,7 @@ import trio
 from broker.cluster.node import ClusterNode, ClusterStartError
 from broker.connection import Connection
 from broker.context import BrokerContext
-from broker.group_driver import GroupDriver
+from broker.group_driver import TEST_PAUSE_FILE, GroupDriver
 from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.purgatory import FetchPurgatory
@@ -145,7 +145,12 @@ async def run_broker(
             raise StartupError(f"data directory {settings.data_path}: {exc}") from exc
         try:
             # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
-            cluster_id = None if cluster is None else await cluster.connect()
+            cluster_id = None
+            if cluster is not None:
+                cluster_id = await _connect_unless_stopped(cluster, signals)
+                if cluster_id is None:
+                    log.info("broker.stopped_before_joining")
+                    return
             try:
                 identity = load_or_create(settings.data_path, settings.broker_id,
                                           cluster_id=cluster_id)
@@ -158,6 +163,8 @@ async def run_broker(
                 catalog=None if cluster is None else cluster.cache,
                 lead_all=cluster is None,
                 replication=cluster,
+                test_pause_after=settings.coordinator_test_pause_after,
+                test_pause_file=settings.data_path / TEST_PAUSE_FILE,
             )
             ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster)
             server = BrokerServer(ctx)
@@ -199,6 +206,24 @@ async def run_broker(
                 await cluster.stop()  # the registration goes with the session, at once
             topics.close()  # after the maintenance pass in progress, if any, has finished
         log.info("broker.stopped", broker_id=identity.broker_id)
+
+
+async def _connect_unless_stopped(
+    cluster: ClusterNode, signals: AsyncIterator[int]
+) -> str | None:
+    """The cluster id once ZooKeeper answers; None if SIGTERM or SIGINT came first (a broker
+    waiting for ZooKeeper must still stop when asked)."""
+    found: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def stop_on_signal() -> None:
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(stop_on_signal)
+        found.append(await cluster.connect())
+        nursery.cancel_scope.cancel()
+    return found[0] if found else None
 
 
 async def _obey_signals(

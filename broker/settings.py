@@ -74,6 +74,19 @@ def _log_level(text: str) -> str:
     return word
 
 
+#: where ``coordinator_test_pause_after`` may stop the broker (see broker.group_driver)
+TEST_PAUSE_POINTS = ("group_record", "group_record_replicated")
+
+
+def _test_pause_point(text: str) -> str | None:
+    word = text.strip().lower()
+    if word in ("", "none"):
+        return None
+    if word not in TEST_PAUSE_POINTS:
+        raise ValueError(f"{text!r} is not one of {', '.join(TEST_PAUSE_POINTS)}")
+    return word
+
+
 def _strategy_names(text: str) -> str:
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
     known = [s.name for s in BUILTIN_STRATEGIES]
@@ -168,6 +181,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("coordinator_failover_signals", "", _bool,
             "Testing aid: SIGUSR1 makes the coordinator resign every __consumer_offsets "
             "partition, SIGUSR2 takes them back and reloads them from the log."),
+    Setting("coordinator_test_pause_after", "", _test_pause_point,
+            "Testing aid: group_record (right after a completed round's group record is "
+            "appended) or group_record_replicated (once the ISR has it, before the JoinGroup "
+            "answers): there the broker stops itself with SIGSTOP, once per file "
+            "coordinator-test-pause created in its data directory (it deletes the file), so a "
+            "test can kill it at that step (seed 001, coordinator failure during rebalance). "
+            "Unset: never."),
     # cluster mode (docs/cluster.md)
     Setting("zookeeper_connect", "zookeeper.connect", _optional_str,
             "host:port[,host:port...][/chroot] of the ZooKeeper holding the cluster; unset: "
@@ -245,6 +265,7 @@ class BrokerSettings:
     offsets_retention_ms: int = _GROUP.offsets_retention_ms
     offsets_retention_check_interval_ms: int = _GROUP.offsets_retention_check_interval_ms
     coordinator_failover_signals: bool = False
+    coordinator_test_pause_after: str | None = None
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int = 18_000

@@ -20,7 +20,10 @@ settings.register_profile(
 )
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.register_profile("deep", parent=settings.get_profile("default"), max_examples=20_000)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# CI runs derandomized (the same examples every run): a red build is one a developer can rerun
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default")
+)
 
 
 # ------------------------------------------------------------------- real broker processes

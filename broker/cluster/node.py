@@ -41,7 +41,9 @@ from broker.cluster.placement import (
 )
 from broker.cluster.replicas import ReplicaManager
 from broker.cluster.zookeeper import ZooKeeper, ZooKeeperUnavailableError
+from broker.group_driver import GroupDriver
 from broker.identity import new_cluster_id
+from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
 from broker.topics import Topics, check_topic_name
 from coordinator import OFFSETS_TOPIC
@@ -88,8 +90,8 @@ class ClusterNode:
         self.port = 0
         self.controller: Controller | None = None
         self._topics: Topics | None = None
-        self._groups: Any = None  # GroupDriver: set by ``attach``
-        self._purgatory: Any = None
+        self._groups: GroupDriver | None = None  # set by ``attach``
+        self._purgatory: FetchPurgatory | None = None
         self._epoch_seen = -1
         self.replicas: ReplicaManager | None = None
         self._leader_addresses: dict[int, tuple[str, int]] = {}
@@ -127,7 +129,7 @@ class ClusterNode:
         return zk.decode_cluster_id(data)
 
     def attach(self, *, broker_id: int, directory_id: str, host: str, port: int,
-               topics: Topics, groups: Any, purgatory: Any) -> None:
+               topics: Topics, groups: GroupDriver, purgatory: FetchPurgatory) -> None:
         self.broker_id = broker_id
         self.directory_id = directory_id
         self.host = host

@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 import trio
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from broker.cluster import zk_layout as zk
 from broker.cluster.links import BrokerLink, LinkError
@@ -258,6 +258,14 @@ class ReplicaManager:
                          partition=replica.tp[1], reason="the state znode moved; a newer "
                          "LeaderAndIsr will tell")
                 return
+            except KazooException as exc:
+                # the connection dropped or the session expired (a leader paused past its
+                # session timeout, most likely replaced meanwhile): not a reason to crash the
+                # broker; the next check tries again, and LeaderAndIsr says what it is now
+                log.warning("replica.isr_change_failed", topic=replica.tp[0],
+                            partition=replica.tp[1], isr=isr,
+                            reason=f"{type(exc).__name__}: {exc}")
+                return
             if self.replicas.get(replica.tp) is not replica:
                 return
             before = replica.isr
@@ -267,7 +275,11 @@ class ReplicaManager:
                 replica.caught_up_at.setdefault(member, self._clock())
             log.info("replica.isr_changed", topic=replica.tp[0], partition=replica.tp[1],
                      isr=isr, before=before, reason=reason, leader_epoch=replica.leader_epoch)
-            await self._zoo.call(self._notify_controller, [replica.tp])
+            try:
+                await self._zoo.call(self._notify_controller, [replica.tp])
+            except KazooException as exc:  # written, but the controller hears of it later
+                log.warning("replica.isr_change_not_notified", topic=replica.tp[0],
+                            partition=replica.tp[1], reason=f"{type(exc).__name__}: {exc}")
             self._advance_high_watermark(replica)
             replica.wake()
         finally:

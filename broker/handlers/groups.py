@@ -10,6 +10,7 @@ from broker.cluster.node import ClusterNode
 from broker.context import CLIENT_CONNECTION, BrokerContext
 from coordinator import OFFSETS_TOPIC
 from protocol.errors import BrokerError, ErrorCode
+from protocol.schema import for_version
 from protocol.wire import Request
 
 
@@ -60,13 +61,19 @@ async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups
     and DeleteGroups: the coordinator's answer."""
     client = CLIENT_CONNECTION.get()
-    return await ctx.groups.request(
+    answer = await ctx.groups.request(
         request.api.key,
         request.body,
         client_id=request.header.client_id,
         client_host="" if client is None else client.host,
         connection=None if client is None else client.id,
     )
+    version = request.header.api_version
+    if version < request.api.max_version:
+        # the coordinator answers in the newest version (DescribeGroups v1's state_since_ms);
+        # an older client gets only the fields its version has
+        answer = for_version(request.api.response, answer, version)
+    return answer
 
 
 def _no_coordinator(code: ErrorCode, message: str) -> dict[str, Any]:
