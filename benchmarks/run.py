@@ -53,6 +53,9 @@ AREAS = (
     Area("cluster", "availability after kill -9 / SIGTERM of a partition leader and kill -9 of "
          "the controller (3 brokers, ZooKeeper)",
          script("benchmarks.cluster", TimeLimits(quick=120.0, full=300.0))),
+    Area("replication", "producer msgs/s, end-to-end latency and acks=all failover with RF 1 "
+         "and RF 3 (3 brokers, ZooKeeper)",
+         script("benchmarks.replication", TimeLimits(quick=120.0, full=300.0))),
 )
 
 

@@ -27,6 +27,9 @@ class NewTopic:
     partitions: int = 1
     replication_factor: int = 1
     configs: Mapping[str, str] = field(default_factory=dict)
+    #: partition -> replicas (the preferred leader first); instead of partitions and
+    #: replication_factor, which it implies (Kafka's --replica-assignment)
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,20 +70,24 @@ class Admin:
         self, topics: Iterable[NewTopic], *, validate_only: bool = False
     ) -> dict[str, BrokerError | None]:
         """Create topics; each topic's result is None or its typed error."""
-        body = {
-            "topics": [
-                {
-                    "name": t.name,
-                    "num_partitions": t.partitions,
-                    "replication_factor": t.replication_factor,
-                    "configs": dict(t.configs),
-                }
-                for t in topics
-            ],
-            "timeout_ms": int(self._timeout * 1000),
-            "validate_only": validate_only,
-        }
-        return self._topic_results(self._ask_controller(ApiKey.CREATE_TOPICS, body))
+        entries = []
+        for t in topics:
+            entry: dict[str, Any] = {
+                "name": t.name,
+                "num_partitions": t.partitions,
+                "replication_factor": t.replication_factor,
+                "configs": dict(t.configs),
+                "assignments": None,
+            }
+            if t.replica_assignment is not None:  # v1: the replicas say both counts
+                entry.update(num_partitions=-1, replication_factor=-1, assignments=[
+                    {"partition": p, "broker_ids": list(r)}
+                    for p, r in sorted(t.replica_assignment.items())])
+            entries.append(entry)
+        body = {"topics": entries, "timeout_ms": int(self._timeout * 1000),
+                "validate_only": validate_only}
+        return self._topic_results(
+            self._ask_controller(ApiKey.CREATE_TOPICS, body, api_version=1))
 
     def create_topic(
         self,
@@ -88,9 +95,11 @@ class Admin:
         partitions: int = 1,
         replication_factor: int = 1,
         configs: Mapping[str, str] | None = None,
+        replica_assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> None:
         """Create one topic or raise its typed error (``TopicAlreadyExistsError``, ...)."""
-        new = NewTopic(name, partitions, replication_factor, dict(configs or {}))
+        new = NewTopic(name, partitions, replication_factor, dict(configs or {}),
+                       replica_assignment)
         _raise_first(self.create_topics([new]))
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, BrokerError | None]:
@@ -208,12 +217,14 @@ class Admin:
         self._check_open()
         return self._metadata.refresh(self._timeout)
 
-    def _ask_controller(self, api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+    def _ask_controller(self, api: ApiKey, body: dict[str, Any], *, api_version: int = 0
+                        ) -> dict[str, Any]:
         metadata = self._refresh()
         node = metadata.controller_id
         if node not in metadata.brokers:
             node = self._network.least_loaded_node()
-        result: dict[str, Any] = self._network.send(node, api, body).result(self._timeout + 5)
+        result: dict[str, Any] = self._network.send(
+            node, api, body, api_version=api_version).result(self._timeout + 5)
         return result
 
     @staticmethod

@@ -103,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a per-topic setting, e.g. cleanup_policy=compact (repeatable)",
     )
+    create.add_argument(
+        "--replica-assignment", type=_replica_assignment, metavar="B:B,B:B,...",
+        help="explicit replicas per partition, partitions separated by ',' and brokers by ':' "
+        "(the preferred leader first), as Kafka's kafka-topics; replaces --partitions and "
+        "--replication-factor",
+    )
     create.set_defaults(run=cmd_topics_create)
     listing = topic_commands.add_parser("list", parents=[client, json_flag], help="list topics")
     listing.add_argument(
@@ -300,10 +306,22 @@ def _admin(args: argparse.Namespace) -> Admin:
     return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
 
 
+def _replica_assignment(text: str) -> dict[int, list[int]]:
+    try:
+        return {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a replica assignment such as 0:1:2,1:2:0") from None
+
+
 def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
+    assignment = args.replica_assignment
+    if assignment is not None:
+        args.partitions, args.replication_factor = len(assignment), len(assignment[0])
     with _admin(args) as admin:
         admin.create_topic(
-            args.topic, args.partitions, args.replication_factor, dict(args.config)
+            args.topic, args.partitions, args.replication_factor, dict(args.config),
+            replica_assignment=assignment,
         )
     if args.json:
         output.json(

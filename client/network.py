@@ -210,10 +210,12 @@ class NetworkClient:
         *,
         expect_response: bool = True,
         timeout: float | None = None,
+        api_version: int = 0,
     ) -> Future[dict[str, Any]]:
         """Queue a request for ``node_id``; the future resolves to its validated response body
         (``{}`` for a request with no response, once written). Written as far as the socket
-        takes it at once; the rest goes out in ``poll``."""
+        takes it at once; the rest goes out in ``poll``. ``api_version``: the version of the
+        API's schema the body follows and the answer is checked against."""
         if self._closed:
             raise IllegalStateError("network client is closed")
         node = self._nodes.get(node_id)
@@ -221,7 +223,9 @@ class NetworkClient:
         if node is None:
             future.fail(BrokerConnectionError(f"node {node_id} is not known"))
             return future
-        correlation_id = node.protocol.send_request(api_key, body, expect_response=expect_response)
+        correlation_id = node.protocol.send_request(
+            api_key, body, api_version=api_version, expect_response=expect_response
+        )
         node.take_outgoing()
         if expect_response:
             deadline = self._clock() + (self.request_timeout if timeout is None else timeout)

@@ -201,16 +201,25 @@ LIST_OFFSETS = Api(
 # --------------------------------------------------------------------------------- CreateTopics
 TOPIC_RESULT = _s("TopicResult", TOPIC_NAME, ERROR_CODE, ERROR_MESSAGE)
 CREATE_TOPICS = Api(
-    ApiKey.CREATE_TOPICS, "CreateTopics", 0, 0,
+    ApiKey.CREATE_TOPICS, "CreateTopics", 0, 1,
     _s("CreateTopicsRequest",
-       _f("topics", Array(_s("CreatableTopic", TOPIC_NAME,
-                             _f("num_partitions", INT32),
-                             _f("replication_factor", INT16),
-                             _f("configs", Map(), "per-topic settings, e.g. cleanup_policy")))),
+       _f("topics", Array(_s(
+           "CreatableTopic", TOPIC_NAME,
+           _f("num_partitions", INT32, "-1 with assignments"),
+           _f("replication_factor", INT16, "-1 with assignments"),
+           _f("configs", Map(), "per-topic settings, e.g. cleanup_policy"),
+           _f("assignments",
+              Array(_s("CreatableReplicaAssignment", PARTITION,
+                       _f("broker_ids", Array(INT32),
+                          "the replicas, the preferred leader first")),
+                    nullable=True),
+              "an explicit replica assignment of every partition (0..n-1); null: the broker "
+              "places the replicas", since=1)))),
        _f("timeout_ms", INT32),
        _f("validate_only", Bool())),
     _s("CreateTopicsResponse", _f("topics", Array(TOPIC_RESULT))),
-    "Create topics with a partition count, replication factor and settings.",
+    "Create topics with a partition count, replication factor and settings. v1 may give an "
+    "explicit replica assignment instead (Kafka's --replica-assignment).",
 )
 
 DELETE_TOPICS = Api(

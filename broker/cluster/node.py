@@ -474,12 +474,14 @@ class ClusterNode:
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: Mapping[str, str], *, validate_only: bool,
-                           timeout_ms: int) -> None:
+                           timeout_ms: int,
+                           assignment: Mapping[int, list[int]] | None = None) -> None:
         check_topic_name(name)
         if name in self.cache.partitions:
             raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         await self._create(name, partitions, replication_factor, configs,
-                           validate_only=validate_only, timeout_ms=timeout_ms)
+                           validate_only=validate_only, timeout_ms=timeout_ms,
+                           assignment=assignment)
 
     async def auto_create(self, name: str) -> None:
         """Metadata's auto-creation, with the broker's defaults; does not wait."""
@@ -489,7 +491,8 @@ class ClusterNode:
 
     async def _create(self, name: str, partitions: int, replication_factor: int,
                       configs: Mapping[str, str], *, validate_only: bool = False,
-                      timeout_ms: int = 0, internal: bool = False) -> None:
+                      timeout_ms: int = 0, internal: bool = False,
+                      assignment: Mapping[int, list[int]] | None = None) -> None:
         if partitions == -1:
             partitions = self.settings.num_partitions
         if replication_factor == -1:
@@ -508,8 +511,11 @@ class ClusterNode:
             raise InvalidConfigError(f"topic {name!r}: {exc}") from None
         slots = await self.zoo.call(self._live_slots)
         try:
-            assignment = assign_replicas(slots, partitions, replication_factor,
-                                         rng=random.Random())
+            if assignment is None:
+                assignment = assign_replicas(slots, partitions, replication_factor,
+                                             rng=random.Random())
+            else:
+                check_assignment(assignment, [slot.broker_id for slot in slots])
         except PlacementError as exc:
             raise error_class(exc.code)(f"topic {name!r}: {exc}") from None
         if validate_only:

@@ -345,10 +345,16 @@ class ReplicaFetcher:
                                timeout=FETCH_MAX_WAIT_MS / 1000 + 30)
         self.partitions: dict[TopicPartition, Replica] = {}
         self._wanted = trio.Event()
+        self._fetching: trio.CancelScope | None = None
 
     def add(self, replica: Replica) -> None:
+        new = replica.tp not in self.partitions
         self.partitions[replica.tp] = replica
         self._wanted.set()
+        if new and self._fetching is not None:
+            # a long poll in flight does not name it: ask again now rather than up to
+            # FETCH_MAX_WAIT_MS later (acks=all waits on this follower after a failover)
+            self._fetching.cancel()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
@@ -411,11 +417,17 @@ class ReplicaFetcher:
             by_topic.setdefault(r.tp[0], []).append({
                 "partition": r.tp[1], "fetch_offset": r.plog.log_end_offset,
                 "max_bytes": PARTITION_MAX_BYTES})
-        answer = await self.link.request(ApiKey.FETCH, {
+        body = {
             "replica_id": self.manager.broker_id, "max_wait_ms": FETCH_MAX_WAIT_MS,
             "min_bytes": 1, "max_bytes": FETCH_MAX_BYTES,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
-            version=1)
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        answer: dict[str, Any] | None = None
+        with trio.CancelScope() as self._fetching:
+            answer = await self.link.request(ApiKey.FETCH, body, version=1)
+        self._fetching = None
+        if answer is None:  # a partition was added: its answer is still on the way, drop it
+            await self.link.aclose()
+            return
         for t in answer["topics"]:
             for p in t["partitions"]:
                 replica = self.partitions.get((t["name"], p["partition"]))

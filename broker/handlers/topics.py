@@ -11,9 +11,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.cluster.placement import PlacementError, check_assignment
 from broker.context import BrokerContext
 from broker.topics import refuse_internal
-from protocol.errors import BrokerError, ErrorCode, InvalidReplicaAssignmentError
+from protocol.errors import (
+    BrokerError,
+    ErrorCode,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    error_class,
+)
 from protocol.wire import Request
 
 
@@ -27,17 +34,20 @@ async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
             continue
         try:
+            partitions, rf = entry["num_partitions"], entry["replication_factor"]
+            assignment = _explicit_assignment(entry)
+            if assignment is not None:
+                partitions, rf = len(assignment), len(assignment[0])
             if ctx.cluster is not None:
                 await ctx.cluster.create_topic(
-                    name, entry["num_partitions"], entry["replication_factor"],
-                    entry["configs"], validate_only=request.body["validate_only"],
-                    timeout_ms=request.body["timeout_ms"])
+                    name, partitions, rf, entry["configs"],
+                    validate_only=request.body["validate_only"],
+                    timeout_ms=request.body["timeout_ms"], assignment=assignment)
             else:
+                if assignment is not None:
+                    check_single_broker_assignment(list(assignment.values()), ctx.broker_id)
                 ctx.topics.create(
-                    name,
-                    entry["num_partitions"],
-                    entry["replication_factor"],
-                    entry["configs"],
+                    name, partitions, rf, entry["configs"],
                     validate_only=request.body["validate_only"],
                 )
         except BrokerError as exc:
@@ -45,6 +55,24 @@ async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             continue
         results.append(_result(name, ErrorCode.NONE, None))
     return {"topics": results}
+
+
+def _explicit_assignment(entry: dict[str, Any]) -> dict[int, list[int]] | None:
+    """CreateTopics v1's replica assignment, checked for shape (Kafka: with one, the partition
+    count and replication factor must be -1)."""
+    given = entry.get("assignments")
+    if given is None:
+        return None
+    if entry["num_partitions"] != -1 or entry["replication_factor"] != -1:
+        raise InvalidRequestError(
+            f"topic {entry['name']!r}: with a replica assignment, num_partitions and "
+            "replication_factor must be -1")
+    assignment = {a["partition"]: list(a["broker_ids"]) for a in given}
+    try:
+        check_assignment(assignment, {b for r in assignment.values() for b in r})
+    except PlacementError as exc:
+        raise error_class(exc.code)(str(exc)) from None
+    return assignment
 
 
 async def delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
