@@ -280,8 +280,6 @@ def _check_one(
         p = pos + 22
     else:
         return _Invalid(f"unknown magic {magic}", False)
-    if attributes & CODEC_MASK > _MAX_CODEC:
-        return _Invalid(f"unknown compression codec {attributes & CODEC_MASK}", False)
     if klen > 0:
         p += klen
     if klen < -1 or p + 4 > end:
@@ -289,6 +287,9 @@ def _check_one(
     (vlen,) = _INT32.unpack_from(data, p)
     if (vlen != -1 or p + 4 != end) and (vlen < 0 or p + 4 + vlen != end):
         return _Invalid(f"value length {vlen} does not fit the entry", False)
+    # after the lengths, as the codec's reader checks them: the same bytes, the same error
+    if attributes & CODEC_MASK > _MAX_CODEC:
+        return _Invalid(f"unknown compression codec {attributes & CODEC_MASK}", False)
     if last is not None and offset <= last:
         return _Invalid(f"offset {offset} does not follow offset {last}", False)
     return offset, end - pos, magic, attributes, timestamp, klen
