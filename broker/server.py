@@ -1,4 +1,9 @@
-"""The broker process: open the data directory, listen, serve, and stop cleanly on a signal.
+"""The broker process: take the port, open the data directory, listen, serve, and stop
+cleanly on a signal.
+
+The port is bound first, before the data directory is opened or ZooKeeper is asked, so a port
+in use is one clear line at once; it listens only once the broker can serve, so nobody's
+connection waits in the backlog meanwhile (a port bound but not listening refuses them).
 
 Structure (trio's own server loop): one nursery for the listener, one for connection handlers,
 ``task_status.started()`` only once the socket listens. Accept errors caused by running out of
@@ -13,10 +18,12 @@ requests short.
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from functools import partial
+from pathlib import Path
 
 import structlog
 import trio
@@ -48,26 +55,31 @@ class BrokerServer:
         self._stop = trio.Event()
         self._handlers: trio.CancelScope | None = None
 
-    async def serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen and serve until ``stop``; returns once every connection is closed."""
+    async def serve(
+        self,
+        sockets: list[trio.socket.SocketType],
+        *,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on ``sockets`` (from ``bind_port``) and serve until ``stop``; returns once
+        every connection is closed."""
         settings = self._ctx.settings
         async with trio.open_nursery() as handlers:
             self._handlers = handlers.cancel_scope
             async with trio.open_nursery() as listening:
                 try:
-                    listeners = await listening.start(
-                        partial(
-                            trio.serve_tcp,
-                            self._serve_connection,
-                            settings.port,
-                            host=settings.host or None,  # empty: every interface
-                            handler_nursery=handlers,
-                        )
+                    for sock in sockets:
+                        sock.listen(_BACKLOG)
+                except OSError as exc:  # another socket bound with SO_REUSEADDR listened first
+                    raise _port_error(settings, exc) from exc
+                listeners = await listening.start(
+                    partial(
+                        trio.serve_listeners,
+                        self._serve_connection,
+                        [trio.SocketListener(sock) for sock in sockets],
+                        handler_nursery=handlers,
                     )
-                except OSError as exc:
-                    raise StartupError(
-                        f"cannot listen on {settings.host}:{settings.port}: {exc}"
-                    ) from exc
+                )
                 self._ctx.port = listeners[0].socket.getsockname()[1]
                 task_status.started(self._ctx.port)
                 await self._stop.wait()
@@ -109,6 +121,66 @@ class BrokerServer:
             self._connections.discard(connection)
 
 
+#: as trio's default: the kernel caps it at its own maximum (net.core.somaxconn)
+_BACKLOG = 0xFFFF
+
+
+async def bind_port(settings: BrokerSettings) -> list[trio.socket.SocketType]:
+    """The broker's sockets, bound to its host and port but not listening yet, as
+    ``trio.open_tcp_listeners`` binds them (SO_REUSEADDR; an empty host is every interface,
+    IPv4 and IPv6). Raises ``StartupError`` naming the address if it cannot be bound."""
+    host = settings.host or None
+    try:
+        addresses = await trio.socket.getaddrinfo(
+            host, settings.port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise _port_error(settings, exc) from exc
+    sockets: list[trio.socket.SocketType] = []
+    try:
+        for family, type_, proto, _, address in addresses:
+            try:
+                sock = trio.socket.socket(family, type_, proto)
+            except OSError as exc:
+                if exc.errno == errno.EAFNOSUPPORT:  # say, no IPv6 here: the others will do
+                    continue
+                raise
+            sockets.append(sock)
+            sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
+            if family == trio.socket.AF_INET6:
+                sock.setsockopt(trio.socket.IPPROTO_IPV6, trio.socket.IPV6_V6ONLY, 1)
+            await sock.bind(address)
+        if not sockets:
+            raise OSError(errno.EAFNOSUPPORT, "no socket family of the address is supported")
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise _port_error(settings, exc) from exc
+    return sockets
+
+
+def _port_error(settings: BrokerSettings, exc: OSError) -> StartupError:
+    where = f"{settings.host}:{settings.port}"
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(f"{where} is in use (another broker or program listens on it); "
+                            "stop it or choose another port (--port)")
+    return StartupError(f"cannot listen on {where}: {exc}")
+
+
+def _data_directory_error(path: Path, exc: Exception) -> StartupError:
+    """``mkdir`` says only "File exists" (or "Not a directory") when the path, or one above
+    it, is a file: say which."""
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        for blocker in (path, *path.parents):
+            if blocker.exists() and not blocker.is_dir():
+                kind = "a regular file" if blocker.is_file() else "a special file"
+                where = "" if blocker == path else f": {blocker}"
+                return StartupError(
+                    f"data directory {path}{where} is {kind}, not a directory"
+                )
+    return StartupError(f"data directory {path}: {exc}")
+
+
 async def maintain_logs(ctx: BrokerContext) -> None:
     """Every ``maintenance_interval_ms``: flush by ``flush_ms``, enforce retention, compact.
     The pass runs in a worker thread (the log allows it) so a long compaction never stalls
@@ -137,12 +209,26 @@ async def run_broker(
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens."""
+    sockets = await bind_port(settings)  # first: a port in use fails before anything is done
+    try:
+        await _run_bound(settings, sockets, on_listening, clock)
+    finally:
+        for sock in sockets:  # closed already once served; not if the start failed
+            sock.close()
+
+
+async def _run_bound(
+    settings: BrokerSettings,
+    sockets: list[trio.socket.SocketType],
+    on_listening: Callable[[BrokerContext], None],
+    clock: Callable[[], float],
+) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         cluster = None if settings.zookeeper_connect is None else ClusterNode(settings)
         try:
             topics = Topics(settings, clock=clock)
         except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
-            raise StartupError(f"data directory {settings.data_path}: {exc}") from exc
+            raise _data_directory_error(settings.data_path, exc) from exc
         try:
             # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
             cluster_id = None
@@ -172,7 +258,7 @@ async def run_broker(
                 await nursery.start(groups.run)
 
                 async def serve(*, task_status: trio.TaskStatus[int]) -> None:
-                    await server.serve(task_status=task_status)
+                    await server.serve(sockets, task_status=task_status)
                     nursery.cancel_scope.cancel()  # maintenance and the signal watch end too
 
                 await nursery.start(serve)

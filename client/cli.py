@@ -27,6 +27,7 @@ from client.cli_groups import add_groups_parser
 from client.cli_signals import Interrupted, StopRequest, signals_interrupt
 from client.consumer import Consumer
 from client.demo import add_demo_parser
+from client.errors import CorruptRecordError
 from client.metadata import TopicInfo
 from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp
 from client.producer import Producer
@@ -229,6 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--key-separator", metavar="SEP", help="print the key and SEP before each value"
     )
     consume.add_argument("--group", metavar="G", help="consume as a member of consumer group G")
+    consume.add_argument(
+        "--skip-message-on-error", action="store_true",
+        help="skip a damaged message (bad CRC, malformed) with a warning and go on, as "
+        "kafka-console-consumer's skip.message.on.error (default: print the messages before "
+        "it, then exit 1 naming its offset)",
+    )
     consume.add_argument(
         "--pattern", action="store_true",
         help="TOPIC is a regular expression: read every topic whose whole name matches it, "
@@ -558,7 +565,11 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
                 consumer.subscribe(args.topics)
         elif not _assign_for_consume(consumer, args, output):
             return 1
-        count = _consume_loop(consumer, args, output, stop)
+        try:
+            count = _consume_loop(consumer, args, output, stop)
+        except CorruptRecordError as exc:  # the messages before it are printed
+            output.note(f"odradek: error: {exc}; --skip-message-on-error skips it")
+            return 1
     output.note(f"processed {count} messages")
     return 0
 
@@ -615,7 +626,14 @@ def _consume_loop(
     while not stop.requested and (args.max_messages is None or count < args.max_messages):
         wait = min(_STOP_CHECK_MS, args.timeout_ms or _STOP_CHECK_MS)
         want = None if args.max_messages is None else args.max_messages - count
-        records = consumer.poll(timeout_ms=wait, max_records=want)
+        try:
+            records = consumer.poll(timeout_ms=wait, max_records=want)
+        except CorruptRecordError as exc:
+            if not args.skip_message_on_error:
+                raise
+            output.note(f"odradek: warning: skipping a damaged message: {exc}")
+            consumer.seek(exc.tp, exc.offset + 1)
+            continue
         if records:
             for record in records:
                 write(record)

@@ -7,7 +7,8 @@ exactly as ``BrokerError.retriable`` does, so the producer's retry rule is one a
 
 from __future__ import annotations
 
-from protocol.errors import BrokerError, ErrorCode, OdradekError, error_for
+from client.records import TopicPartition
+from protocol.errors import BrokerError, ErrorCode, MessageFormatError, OdradekError, error_for
 
 
 class ClientError(OdradekError):
@@ -53,6 +54,20 @@ class RecordTooLargeError(ClientError):
         self.size = size
 
 
+class CorruptRecordError(ClientError):
+    """A fetched entry is damaged: its CRC does not match, or it is malformed (the codec's
+    ``MessageFormatError`` is the ``__cause__``). ``poll`` hands out the records before it
+    first and raises this at the next poll, and again at each poll until the consumer seeks
+    past it: ``seek(tp, offset + 1)``, as kafka-console-consumer's skip.message.on.error does.
+    For a compressed wrapper ``offset`` is its last, so that skips the whole wrapper."""
+
+    def __init__(self, tp: TopicPartition, cause: MessageFormatError, offset: int) -> None:
+        super().__init__(f"{tp}: {cause}")  # the cause names the offset and position, once
+        self.__cause__ = cause
+        self.tp = tp
+        self.offset = offset
+
+
 class NoOffsetForPartitionError(ClientError):
     """A partition has no position and ``auto_offset_reset`` is ``none``."""
 
@@ -63,13 +78,17 @@ class IllegalStateError(ClientError):
 
 def partition_error(where: object, code: int, message: str | None = None) -> BrokerError:
     """The typed error for a per-partition (or per-topic) error code, its message naming
-    ``where`` -- the broker's message if it sent one, else the code's meaning."""
+    ``where`` -- the broker's message if it sent one, else the code's meaning. A broker's
+    message that already starts by naming ``where`` ("topic 'x' already exists") is kept as
+    it is, so the place is not named twice."""
     if not message:
         try:
             message = ErrorCode(code).info.meaning
         except ValueError:
             message = f"unknown error code {code}"
-    return error_for(code, f"{where}: {message}")
+    place = str(where)
+    named = message.startswith(place) and message[len(place) : len(place) + 1] in ("", " ", ":")
+    return error_for(code, message if named else f"{place}: {message}")
 
 
 class SubscriptionNotValidError(IllegalStateError):

@@ -15,7 +15,10 @@ Per partition, a response may
 - start inside a compressed wrapper (the broker sends whole wrappers): messages before the
   position are skipped;
 - say OFFSET_OUT_OF_RANGE: the position is reset per ``auto_offset_reset``, or with ``none`` the
-  error is raised from ``poll``.
+  error is raised from ``poll``;
+- hold a damaged entry (bad CRC, malformed): the records before it are handed out, then
+  ``CorruptRecordError`` naming its offset is raised -- at each poll until a ``seek`` past it,
+  as Kafka's consumer does.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from itertools import repeat
 from operator import add
 from typing import Any
 
-from client.errors import RecordTooLargeError, partition_error
+from client.errors import CorruptRecordError, RecordTooLargeError, partition_error
 from client.future import Future
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
 from client.offsets import EARLIEST, LATEST, list_offsets_body, read_list_offsets
@@ -66,6 +69,7 @@ class _Buffered:
     expected_position: int  # the partition's position if nobody has seeked meanwhile
     next_offset: int  # its position once every record here is taken
     taken: int = 0
+    error: CorruptRecordError | None = None  # raised once the records before it are taken
 
 
 class Fetcher:
@@ -105,6 +109,11 @@ class Fetcher:
             ):
                 self._buffered.popleft()  # seeked or unassigned since it was fetched
                 continue
+            if chunk.error is not None and chunk.taken >= len(chunk.records):
+                if out:
+                    break  # the records before the damage first, the error at the next poll
+                self._buffered.popleft()  # the next fetch finds it again, until a seek past it
+                raise chunk.error
             want = max_records - len(out)
             if chunk.taken == 0 and len(chunk.records) <= want:
                 part = chunk.records
@@ -113,7 +122,8 @@ class Fetcher:
             out.extend(part)
             chunk.taken += len(part)
             if chunk.taken >= len(chunk.records):
-                self._buffered.popleft()
+                if chunk.error is None:
+                    self._buffered.popleft()
                 new_position = chunk.next_offset
             else:
                 new_position = part[-1].offset + 1
@@ -207,9 +217,11 @@ class Fetcher:
     def _out_of_range(self, tp: TopicPartition, offset: int, start: int, end: int) -> None:
         reset = self._positions.default_reset
         if reset is OffsetReset.NONE:
+            # -1 is "unknown" on the wire (a broker that does not say): no made-up range then
+            where = f" [{start}, {end}]" if start >= 0 and end >= 0 else ""
             self._errors.append(
                 OffsetOutOfRangeError(
-                    f"{tp}: offset {offset} is out of range [{start}, {end}] and "
+                    f"{tp}: offset {offset} is out of range{where} and "
                     "auto_offset_reset is none"
                 )
             )
@@ -219,12 +231,15 @@ class Fetcher:
     def _handle_records(self, tp: TopicPartition, offset: int, data: bytes) -> None:
         if not data:
             return
-        try:
-            messages, whole = decode_messages(data, verify_crc=self._config.check_crcs)
-        except MessageFormatError as exc:
-            self._errors.append(type(exc)(f"{tp}: {exc}", offset=exc.offset, position=exc.position))
-            return
-        if whole == 0:
+        messages, whole, damage = _decode_before_damage(data, self._config.check_crcs)
+        error = None
+        if damage is not None:
+            if damage.offset is None:  # nowhere to seek past (the codec always says, though)
+                self._errors.append(damage)
+                return
+            # never behind the position, so a seek past it always moves on
+            error = CorruptRecordError(tp, damage, max(damage.offset, offset))
+        elif whole == 0:
             self._grow_fetch(tp, offset, data)
             return
         self._fetch_bytes.pop(tp, None)
@@ -232,7 +247,7 @@ class Fetcher:
         if messages and messages[0].offset < offset:
             messages = [m for m in messages if m.offset >= offset]
         self._buffered.append(
-            _Buffered(tp, _to_records(tp, messages), offset, next_offset)
+            _Buffered(tp, _to_records(tp, messages), offset, next_offset, error=error)
         )
 
     def _grow_fetch(self, tp: TopicPartition, offset: int, data: bytes) -> None:
@@ -299,6 +314,25 @@ class Fetcher:
                     self._errors.append(answer)
                 continue
             self._positions.seek(tp, answer.offset)
+
+
+def _decode_before_damage(
+    data: bytes, verify_crc: bool
+) -> tuple[list[Message], int, MessageFormatError | None]:
+    """The messages in ``data``, how many bytes were whole, and the first damaged entry's
+    error if there is one -- then the messages are those before it. An error names the entry
+    it met, not always the first bad one (wrappers are opened after every entry is read), so
+    the bytes before it are decoded again until they are clean."""
+    damage = None
+    clean = data
+    while True:
+        try:
+            messages, whole = decode_messages(clean, verify_crc=verify_crc)
+        except MessageFormatError as exc:
+            # the damaged entry's start, earlier each time
+            damage, clean = exc, clean[: min(exc.position, len(clean) - 1)]
+            continue
+        return messages, whole, damage
 
 
 def _to_records(tp: TopicPartition, messages: list[Message]) -> list[ConsumerRecord]:

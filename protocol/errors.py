@@ -252,6 +252,8 @@ class MessageFormatError(ProtocolError):
         if offset is not None:
             where = f"offset {offset} " + where
         super().__init__(f"{reason} ({where})")
+        # without the place: an error built from this one names its own place, once
+        self.reason = reason
         self.offset = offset
         self.position = position
 

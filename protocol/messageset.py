@@ -327,8 +327,9 @@ def _inner_entries(entry: Entry, verify_crc: bool, limit: int) -> list[Entry]:
     try:
         inner, whole = read_entries(raw, verify_crc=verify_crc)
     except MessageFormatError as exc:
+        # named by the wrapper's place only: the inner one is in a payload nobody can see
         raise type(exc)(
-            f"inside the wrapper: {exc}", offset=entry.offset, position=entry.position
+            f"inside the wrapper: {exc.reason}", offset=entry.offset, position=entry.position
         ) from None
     if whole != len(raw) or not inner:
         raise MessageFormatError(

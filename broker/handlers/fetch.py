@@ -100,6 +100,7 @@ def _read_partition(
         return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if max_bytes < 0:
         return _result(partition, ErrorCode.INVALID_FETCH_SIZE)
+    high_watermark = log_start = -1
     try:
         high_watermark = plog.high_watermark
         log_start = plog.log_start_offset
@@ -110,7 +111,9 @@ def _read_partition(
         code = error_code_for(exc)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:
             log.error("fetch.failed", topic=topic, partition=partition, exc_info=exc)
-        return _result(partition, code)
+        # the real range, so an OFFSET_OUT_OF_RANGE answer says what the range is (a
+        # follower behind the log start restarts there, a consumer can name it)
+        return _result(partition, code, high_watermark, log_start)
     return {
         "partition": partition,
         "error_code": ErrorCode.NONE,
@@ -135,11 +138,13 @@ def _epochs_from(
     ]
 
 
-def _result(partition: int, code: ErrorCode) -> dict[str, Any]:
+def _result(
+    partition: int, code: ErrorCode, high_watermark: int = -1, log_start_offset: int = -1
+) -> dict[str, Any]:
     return {
         "partition": partition,
         "error_code": code,
-        "high_watermark": -1,
-        "log_start_offset": -1,
+        "high_watermark": high_watermark,
+        "log_start_offset": log_start_offset,
         "records": NO_DATA,
     }

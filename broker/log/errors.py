@@ -36,7 +36,7 @@ class InvalidMessageError(MessageFormatError, LogError):
             cls = CorruptMessageSetError
         err = cls.__new__(cls)
         Exception.__init__(err, *exc.args)
-        err.offset, err.position = exc.offset, exc.position
+        err.reason, err.offset, err.position = exc.reason, exc.offset, exc.position
         return err
 
 

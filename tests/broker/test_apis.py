@@ -222,6 +222,8 @@ def test_fetch_bounds_and_partial_entries(client: RawClient) -> None:
 
     beyond = client.fetch_partition("t", 0, 11)
     assert beyond["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+    # the answer says what the range is, so the fetcher can name it
+    assert beyond["log_start_offset"] == 0 and beyond["high_watermark"] == 10
 
     missing = client.fetch_partition("nowhere", 0, 0)
     assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -76,12 +76,47 @@ def test_broker_id_is_kept_and_checked(make_broker: Callable[..., BrokerProcess]
     assert broker.returncode == 1
 
 
-def test_a_port_in_use_is_a_clear_error(broker: BrokerProcess, tmp_path: Path) -> None:
-    other = BrokerProcess(tmp_path / "other")
-    with pytest.raises(BrokerStartError, match="cannot start") as failure:
+@pytest.mark.parametrize("cluster", [False, True], ids=["single", "cluster"])
+def test_a_port_in_use_is_one_line_before_anything_else(
+    broker: BrokerProcess, tmp_path: Path, cluster: bool
+) -> None:
+    """The port is taken first: before the data directory is created, and in cluster mode
+    before ZooKeeper is asked (here one nobody runs, which the broker would wait for)."""
+    settings: dict[str, str] = {}
+    if cluster:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            settings["zookeeper_connect"] = f"127.0.0.1:{s.getsockname()[1]}"
+    other = BrokerProcess(tmp_path / "other", settings=settings)
+    with pytest.raises(BrokerStartError):
         other.start(port=broker.port)
     assert other.returncode == 1
-    assert "Traceback" not in str(failure.value)
+    assert _stderr_lines(other) == [
+        f"odradek broker: cannot start: 127.0.0.1:{broker.port} is in use (another broker or "
+        "program listens on it); stop it or choose another port (--port)"
+    ]
+    assert not other.data_dir.exists()
+
+
+def test_a_data_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    for data_dir, problem in [
+        (tmp_path / "file", f"data directory {tmp_path / 'file'} is a regular file"),
+        (tmp_path / "file" / "data",
+         f"data directory {tmp_path / 'file' / 'data'}: {tmp_path / 'file'} is a regular file"),
+    ]:
+        broker = BrokerProcess(data_dir)
+        with pytest.raises(BrokerStartError):
+            broker.start()
+        assert broker.returncode == 1
+        assert _stderr_lines(broker) == [
+            f"odradek broker: cannot start: {problem}, not a directory"
+        ]
+
+
+def _stderr_lines(broker: BrokerProcess) -> list[str]:
+    """What the broker wrote to stderr, without the harness's own "--- " lines."""
+    return [line for line in broker.log_text().splitlines() if not line.startswith("--- ")]
 
 
 def test_a_data_directory_serves_one_broker(broker: BrokerProcess) -> None:

@@ -51,6 +51,15 @@ class PartitionLog:
         self.data += buf
         return base
 
+    def damage(self, offset: int) -> None:
+        """Flip the last byte of the entry holding ``offset``: its CRC no longer matches."""
+        ends = [position for _, _, position in self.entries[1:]] + [len(self.data)]
+        for (first, last, _), end in zip(self.entries, ends, strict=True):
+            if first <= offset <= last:
+                self.data[end - 1] ^= 0x01
+                return
+        raise ValueError(f"no entry holds offset {offset}")
+
     def read(self, offset: int, max_bytes: int) -> bytes:
         for _first, last, position in self.entries:
             if last >= offset:

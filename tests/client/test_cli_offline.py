@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import sys
 
@@ -169,3 +170,20 @@ def test_a_bad_bootstrap_is_named() -> None:
     code, _, err = run(["topics", "list", "--bootstrap", "localhost"])
     assert code == 1
     assert "bootstrap" in err and "HOST:PORT" in err
+
+
+def test_consume_prints_the_messages_before_a_damaged_one(fake: FakeBroker) -> None:
+    run(["produce", "t", "--bootstrap", fake.bootstrap], b"a\nb\nc\nd\n")
+    fake.logs[("t", 0)].damage(2)
+    consume = ["consume", "t", "--bootstrap", fake.bootstrap, "--from-beginning"]
+    code, out, err = run([*consume, "--timeout-ms", "2000"])
+    assert (code, out) == (1, "a\nb\n")
+    assert re.fullmatch(
+        r"odradek: error: t-0: CRC mismatch: stored 0x\w+, computed 0x\w+ "
+        r"\(offset 2 at byte position \d+\); --skip-message-on-error skips it\n",
+        err,
+    )
+    code, out, err = run([*consume, "--max-messages", "3", "--skip-message-on-error"])
+    assert (code, out) == (0, "a\nb\nd\n")
+    assert "odradek: warning: skipping a damaged message: t-0: CRC mismatch" in err
+    assert "(offset 2 at" in err and "processed 3 messages" in err

@@ -3,6 +3,7 @@ compressed wrappers, resets."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -15,7 +16,7 @@ from client import (
     RecordTooLargeError,
     TopicPartition,
 )
-from client.errors import ConfigError, IllegalStateError
+from client.errors import ConfigError, CorruptRecordError, IllegalStateError
 from protocol.errors import OffsetOutOfRangeError
 from tests.client.fake_broker import FakeBroker
 
@@ -203,3 +204,25 @@ def test_polling_with_a_zero_timeout_still_makes_progress(fake: FakeBroker) -> N
             assert time.monotonic() < deadline, "poll(0) never returned the records"
             records += consumer.poll(timeout_ms=0)
     assert [r.offset for r in records] == list(range(20))
+
+
+def test_a_damaged_message_comes_after_the_records_before_it(fake: FakeBroker) -> None:
+    """As Kafka's consumer: the good records first, then the error at the next poll -- and
+    at every poll until a seek past it -- naming the partition and the offset once."""
+    produce(fake, [b"%d" % i for i in range(5)])
+    fake.logs[("t", 0)].damage(2)
+    with Consumer(fake.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([T0])
+        assert [r.value for r in poll_until(consumer, 2)] == [b"0", b"1"]
+        for _ in range(2):
+            with pytest.raises(CorruptRecordError) as caught:
+                poll_until(consumer, 1)
+            error = caught.value
+            assert (error.tp, error.offset) == (T0, 2)
+            assert re.fullmatch(
+                r"t-0: CRC mismatch: stored 0x\w+, computed 0x\w+ "
+                r"\(offset 2 at byte position \d+\)",
+                str(error),
+            )
+        consumer.seek(T0, error.offset + 1)
+        assert [r.value for r in poll_until(consumer, 2)] == [b"3", b"4"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from protocol.compression import Codec, compress, decompress
@@ -143,6 +145,12 @@ def test_corrupt_inner_message_names_the_wrapper() -> None:
     with pytest.raises(CorruptMessageError, match="inside the wrapper") as info:
         decode_messages(raw)
     assert (info.value.offset, info.value.position) == (7, 0)
+    # the wrapper's place, once (not the inner one's too)
+    assert re.fullmatch(
+        r"inside the wrapper: CRC mismatch: stored 0x\w+, computed 0x\w+ "
+        r"\(offset 7 at byte position 0\)",
+        str(info.value),
+    )
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
