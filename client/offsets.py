@@ -70,6 +70,7 @@ def list_offsets(
                 f"offsets of {', '.join(map(str, remaining_specs))} not found within "
                 f"{timeout:g} s: {last_error or 'no leader'}"
             )
+        metadata.poll()  # send the update an error asked for: the leader may have moved
         by_leader: dict[int, dict[TopicPartition, int]] = {}
         for tp, when in remaining_specs.items():
             info = metadata.current.topics.get(tp.topic)

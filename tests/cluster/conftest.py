@@ -278,6 +278,9 @@ class paused:
             for process in self.processes:
                 os.kill(process.pid, signal.SIGSTOP)
                 self.stopped.append(process.pid)
+            for pid in self.stopped:  # stopped for sure before the block goes on
+                until(lambda pid=pid: _process_state(pid) in ("T", None), 5,
+                      f"process {pid} stopped by SIGSTOP")
         except BaseException:
             self.__exit__()
             raise
@@ -289,6 +292,15 @@ class paused:
             except ProcessLookupError:
                 continue  # it died meanwhile
         self.stopped = []
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of /proc/PID/stat ("T": stopped); None where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def replica_log(process: BrokerProcess, topic: str, partition: int
