@@ -397,10 +397,7 @@ class ReplicaFetcher:
                 if replica is None or p["error_code"] != ErrorCode.NONE:
                     continue
                 plog = replica.plog
-                if p["end_offset"] < 0:  # the leader knows no epoch that old: keep the HW
-                    target = plog.high_watermark
-                else:
-                    target = min(p["end_offset"], plog.log_end_offset)
+                target = _truncation_point(plog, p["leader_epoch"], p["end_offset"])
                 if target < plog.log_end_offset:
                     log.info("replica.truncated", topic=t["name"], partition=p["partition"],
                              to=target, log_end=plog.log_end_offset,
@@ -452,6 +449,20 @@ class ReplicaFetcher:
         if hw > plog.high_watermark:
             plog.high_watermark = hw
             self.manager._wake_fetches(*replica.tp)
+
+
+def _truncation_point(plog: PartitionLog, leader_epoch: int, leader_end: int) -> int:
+    """Where a follower cuts its log after OffsetsForLeaderEpoch (KIP-101, with KIP-279's
+    refinement): at the leader's end of the largest epoch both know -- or earlier, where this
+    follower's own copy of that epoch ends. With no common epoch (the leader answers -1), the
+    high watermark is all that is known to be shared."""
+    if leader_end < 0:
+        return min(plog.high_watermark, plog.log_end_offset)
+    target = min(leader_end, plog.log_end_offset)
+    mine_epoch, mine_end = plog.end_offset_for_epoch(leader_epoch)
+    if mine_epoch == leader_epoch and mine_end >= 0:
+        target = min(target, mine_end)
+    return target
 
 
 def _split_by_epoch(data: bytes, epochs: list[dict[str, int]]
