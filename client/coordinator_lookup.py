@@ -45,10 +45,23 @@ class CoordinatorLookup:
         self.broker_id: int | None = None
         self.last_error: BaseException | None = None
         self.on_answer: AnswerHook | None = None
+        #: told when the coordinator's connection closes (seed 001: the consumer acts "when it
+        #: finds the socket channel to the coordinator to be closed"), not at the next request
+        self.on_lost: Callable[[str], None] | None = None
         self._backoff = retry_backoff_ms / 1000
         self._clock = clock
         self._in_flight: Future[dict[str, Any]] | None = None
         self._retry_at = 0.0
+        network.closed_listeners.append(self._node_closed)
+
+    def _node_closed(self, node_id: int) -> None:
+        if node_id != self.node:
+            return
+        reason = f"the connection to the coordinator (broker {self.broker_id}) closed"
+        if self.on_lost is not None:
+            self.on_lost(reason)
+        else:
+            self.mark_unknown()
 
     def poll(self) -> None:
         """Ask a broker, if the coordinator is unknown, nobody is asking and no backoff runs."""

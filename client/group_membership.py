@@ -108,6 +108,7 @@ class GroupMembership:
         self._errors: deque[BaseException] = deque()
         self._backoff = config.retry_backoff_ms / 1000
         lookup.on_answer = self._on_lookup
+        lookup.on_lost = self._coordinator_connection_closed
 
     @property
     def group_id(self) -> str:
@@ -165,6 +166,12 @@ class GroupMembership:
         self._forget(code)
         if self.state is _S.PART_OF_GROUP:
             self._stop_consumption(reason)
+
+    def _coordinator_connection_closed(self, reason: str) -> None:
+        if self.state is _S.DOWN:
+            self._lookup.mark_unknown()
+        else:
+            self.coordinator_lost(reason)
 
     def coordinator_lost(self, reason: str) -> None:
         """NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a closed connection, no answer."""

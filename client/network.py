@@ -147,6 +147,8 @@ class NetworkClient:
         self._selector = selectors.DefaultSelector()
         self._nodes: dict[int, NodeConnection] = {}
         self._dedicated: set[int] = set()  # connections of their own, never least loaded
+        #: told the node id of every connection that closes or fails, after its requests fail
+        self.closed_listeners: list[Callable[[int], None]] = []
         # Bootstrap addresses get negative ids until metadata names the real brokers.
         for i, (host, port) in enumerate(parse_bootstrap(bootstrap)):
             self._add_node(-1 - i, host, port)
@@ -396,6 +398,7 @@ class NetworkClient:
 
     def _close_node(self, node: NodeConnection, error: BaseException) -> None:
         """Close the socket and fail everything queued on it. Safe to call in any state."""
+        was_open = node.sock is not None
         if node.sock is not None:
             with contextlib.suppress(KeyError):  # a failed connect_ex never registered it
                 self._selector.unregister(node.sock)
@@ -411,3 +414,6 @@ class NetworkClient:
         node.reset_protocol()
         for future in pending:
             future.fail(error)
+        if was_open:
+            for listener in list(self.closed_listeners):
+                listener(node.node_id)

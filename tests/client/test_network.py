@@ -144,3 +144,50 @@ def test_closing_fails_what_is_pending(listener: socket.socket) -> None:
     future = client.send(-1, ApiKey.API_VERSIONS, {})
     client.close()
     assert isinstance(future.exception(), BrokerConnectionError)
+
+
+def test_an_idle_coordinator_connection_closing_is_reported_at_once(
+    listener: socket.socket,
+) -> None:
+    """Seed 001: the consumer rediscovers the coordinator "when it finds the socket channel to
+    the coordinator to be closed" -- not only when its next heartbeat fails."""
+    from client.coordinator_lookup import COORDINATOR_NODE_BASE, CoordinatorLookup
+
+    host, port = listener.getsockname()[:2]
+    client = NetworkClient(f"{host}:{port}")
+    lookup = CoordinatorLookup(client, "g")
+    lost: list[str] = []
+    lookup.on_lost = lost.append
+    try:
+        lookup.node, lookup.broker_id = COORDINATOR_NODE_BASE - 3, 3
+        client.set_dedicated_node(lookup.node, host, port)
+        future = client.send(lookup.node, ApiKey.API_VERSIONS, {})
+        client.poll(0)
+        conn, _ = listener.accept()
+        conn.settimeout(5)
+        correlation_id = read_request(conn)
+        conn.sendall(encode_response(correlation_id, {"error_code": 0, "apis": []}))
+        drive(client, future)
+        assert lost == []  # an answered request, an idle connection
+        conn.close()  # the coordinator's broker dies
+        deadline = time.monotonic() + 5
+        while not lost:
+            assert time.monotonic() < deadline, "the closed connection was not reported"
+            client.poll(0.05)
+        assert lost == ["the connection to the coordinator (broker 3) closed"]
+        other = socket.create_server(("127.0.0.1", 0))  # another node closing: not reported
+        try:
+            client.set_brokers({7: other.getsockname()[:2]})
+            other.settimeout(5)
+            f = client.send(7, ApiKey.API_VERSIONS, {})
+            client.poll(0)
+            c, _ = other.accept()
+            c.close()
+            with pytest.raises(BrokerConnectionError):
+                drive(client, f)
+                f.result(0)
+        finally:
+            other.close()
+        assert len(lost) == 1
+    finally:
+        client.close()
