@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from client.admin import Admin
-from client.errors import partition_error
+from client.errors import BrokerConnectionError, partition_error
 from client.metadata import BrokerInfo
 from client.offsets import LATEST, list_offsets
 from client.records import TopicPartition
@@ -111,12 +111,55 @@ class GroupAdmin(Admin):
                 break
         return sorted(listings, key=lambda g: g.group_id)
 
-    def describe_group(self, group_id: str) -> GroupDescription:
-        """State, strategy, generation and members; ``GroupIdNotFoundError`` if none exists."""
-        coordinator, answer = self._ask_coordinator(
-            group_id, ApiKey.DESCRIBE_GROUPS, {"group_ids": [group_id]},
-            lambda body: body["groups"][0]["error_code"],
+    def coordinator_loads(self) -> list[CoordinatorLoad]:
+        """For each live broker (by id): the groups it coordinates (ListGroups to it) with their
+        generations and member counts (DescribeGroups to it). A broker that does not answer,
+        or keeps loading, gets its ``error`` instead; the others are still asked."""
+        deadline = self._deadline()
+        loads = []
+        for node in sorted(self._refresh().brokers):
+            try:
+                loads.append(CoordinatorLoad(node, self._coordinated_by(node, deadline)))
+            except OdradekError as exc:
+                loads.append(CoordinatorLoad(node, (), f"{type(exc).__name__}: {exc}"))
+        return loads
+
+    def _coordinated_by(self, node: int, deadline: float) -> tuple[CoordinatedGroup, ...]:
+        while True:
+            listed = self._send(node, ApiKey.LIST_GROUPS, {}, deadline)
+            if listed["error_code"] not in RETRY_LATER:
+                break
+            self._back_off(listed["error_code"], f"broker {node}", deadline)
+        if listed["error_code"]:
+            raise partition_error(f"broker {node}", listed["error_code"])
+        states = {g["group_id"]: g["state"] for g in listed["groups"]}
+        if not states:
+            return ()
+        described = {}
+        answer = self._send(node, ApiKey.DESCRIBE_GROUPS, {"group_ids": sorted(states)},
+                            deadline, api_version=0)
+        for g in answer["groups"]:
+            if g["error_code"] == ErrorCode.NONE:
+                described[g["group_id"]] = g
+        return tuple(
+            CoordinatedGroup(
+                group_id, described[group_id]["state"] if group_id in described else state,
+                described[group_id]["generation_id"] if group_id in described else None,
+                len(described[group_id]["members"]) if group_id in described else None,
+            )
+            for group_id, state in sorted(states.items())
         )
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """State (and since when), strategy, generation and members; ``GroupIdNotFoundError``
+        if none exists."""
+        try:
+            coordinator, answer = self._describe(group_id, self._describe_version)
+        except UnsupportedVersionError:
+            if self._describe_version == 0:
+                raise
+            self._describe_version = 0  # a broker from before v1: ask again without the age
+            coordinator, answer = self._describe(group_id, 0)
         group = answer["groups"][0]
         if group["error_code"]:
             raise partition_error(f"group {group_id!r}", group["error_code"])
@@ -129,8 +172,16 @@ class GroupAdmin(Admin):
             )
             for m in group["members"]
         )
+        since = group.get("state_since_ms", -1)
         return GroupDescription(group_id, group["state"], group["assignment_strategy"],
-                                group["generation_id"], coordinator, members)
+                                group["generation_id"], coordinator, members,
+                                since if since >= 0 else None)
+
+    def _describe(self, group_id: str, version: int) -> tuple[BrokerInfo, dict[str, Any]]:
+        return self._ask_coordinator(
+            group_id, ApiKey.DESCRIBE_GROUPS, {"group_ids": [group_id]},
+            lambda body: body["groups"][0]["error_code"], api_version=version,
+        )
 
     def committed_offsets(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         """Every offset the group has committed."""
@@ -197,7 +248,14 @@ class GroupAdmin(Admin):
     def _find(self, group_id: str, deadline: float) -> BrokerInfo:
         while True:
             node = self._network.least_loaded_node()
-            answer = self._send(node, ApiKey.FIND_COORDINATOR, {"group_id": group_id}, deadline)
+            try:
+                answer = self._send(node, ApiKey.FIND_COORDINATOR, {"group_id": group_id},
+                                    deadline)
+            except BrokerConnectionError:
+                # that broker is down (the first bootstrap address, a broker just killed):
+                # learn the live brokers from another one and ask again
+                self._metadata.refresh(max(deadline - time.monotonic(), 0.001))
+                continue
             code = answer["error_code"]
             if code == ErrorCode.NONE:
                 found = BrokerInfo(answer["node_id"], answer["host"], answer["port"])
@@ -216,7 +274,15 @@ class GroupAdmin(Admin):
         deadline = self._deadline()
         while True:
             coordinator = self._find(group_id, deadline)
-            answer = self._send(coordinator.node_id, api, body, deadline)
+            try:
+                answer = self._send(coordinator.node_id, api, body, deadline,
+                                    api_version=api_version)
+            except BrokerConnectionError:
+                # the coordinator died: find the group's new one (once elected) and ask it
+                if time.monotonic() + RETRY_BACKOFF > deadline:
+                    raise
+                self._network.poll(RETRY_BACKOFF)
+                continue
             code = code_of(answer)
             if code not in RETRY_LATER:
                 return coordinator, answer

@@ -853,8 +853,11 @@ class GroupCoordinator:
             offset_record(OffsetKey(group_id, tp.topic, tp.partition), value)
             for tp, value in writes.items()
         )
+        holder = self._hold_session(loader.groups.get(group_id), body["member_id"])
 
         def written(error: ErrorCode, now_ms: int) -> None:
+            if holder is not None:
+                self._release_session(*holder, now_ms)
             if error is _E.NONE:
                 group = loader.groups.get(group_id)
                 if group is None:  # deleted or expired meanwhile: the log has these offsets now
@@ -866,6 +869,28 @@ class GroupCoordinator:
             self._respond(ctx.token, self._commit_body(body, lambda tp: errors.get(tp, _E.NONE)))
 
         self._append(loader.partition, records, written)
+
+    def _hold_session(self, group: Group | None, member_id: str
+                      ) -> tuple[Group, Member] | None:
+        """A member's commit is held until written (on the ISR, in a cluster): its heartbeats
+        wait behind it on its connection, so its session timer pauses meanwhile -- as between
+        a JoinGroup and its answer (seed 001: the broker reads one request per connection at a
+        time). Else a follower that died, kept in the ISR until the controller notices, would
+        get live members of groups whose coordinator is fine expelled."""
+        member = None if group is None or not member_id else group.members.get(member_id)
+        if group is None or member is None:
+            return None
+        member.commits_held += 1
+        self._pause_session(group, member)
+        return group, member
+
+    def _release_session(self, group: Group, member: Member, now_ms: int) -> None:
+        """The held commit is answered: the session restarts, unless the member is gone or its
+        JoinGroup is held (the round's answer restarts it)."""
+        member.commits_held -= 1
+        if (member.commits_held == 0 and member.join is None and self._is_live(group)
+                and group.members.get(member.member_id) is member):
+            self._touch_session(group, member, now_ms)
 
     def _commit_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
         """Whether this commit may be written, by the group's state and the member's generation."""

@@ -62,6 +62,8 @@ class Member:
     session_timer_ms: int | None = None
     #: the connection its first JoinGroup came on, until the member uses its id (zombie guard)
     unconfirmed_connection: Hashable | None = None
+    #: its commits held until written; its session timer is paused while there are any
+    commits_held: int = 0
 
     @classmethod
     def from_join(cls, member_id: str, join: JoinRequest) -> Member:

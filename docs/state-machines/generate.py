@@ -84,6 +84,17 @@ DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
         "The coordinator has no sockets; the member learns from its next heartbeat.",
     ),
     (
+        "Sessions while a commit is held",
+        "Heartbeat timers pause between a JoinGroup and its response (the broker reads one "
+        "request per connection at a time); a commit waits for the replicas but is not "
+        "discussed.",
+        "A member's session timer also pauses while the coordinator holds its OffsetCommit "
+        "until written (on the ISR, in a cluster) and restarts when it is answered.",
+        "The member's heartbeats wait behind the commit on its connection: a follower killed "
+        "while still in the ISR held commits until the controller dropped it, and the "
+        "coordinator expelled live members of groups it still coordinated.",
+    ),
+    (
         "Initial rebalance delay",
         "Not in the seed (Kafka 0.11: group.initial.rebalance.delay.ms, 3 s).",
         "group_initial_rebalance_delay_ms, default "

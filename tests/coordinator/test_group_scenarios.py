@@ -16,6 +16,7 @@ from tests.coordinator.harness import (
     SESSION_MS,
     Consumer,
     FakeDriver,
+    committed_errors,
     form_group,
     make_config,
     steady_group,
@@ -462,3 +463,24 @@ def test_heartbeat_costs_one_response_and_resign_cancels_the_groups_timers():
     driver.apply(driver.coordinator.resign(driver.partition_of("g"), driver.now))
     assert not [key for key in driver.timers if key.group_id == "g"]
     assert not [key for key in driver.timers if key.partition == driver.partition_of("g")]
+
+
+def test_a_commit_held_for_replication_pauses_the_members_session():
+    """A commit is answered once written (in a cluster: once the ISR has it, which waits for a
+    dead follower until the controller drops it). The member's heartbeats wait behind it on
+    its connection, so its session pauses while the commit is held -- as during a JoinGroup --
+    and restarts when the commit is answered; silence after that still expires it."""
+    driver = FakeDriver(topics={"t": 2})
+    (member,) = steady_group(driver, 1, ["t"])
+    driver.auto_ack = False
+    token = driver.commit("g", member.generation, member.member_id, {("t", 0): 3})
+    driver.advance(2 * SESSION_MS)  # held longer than a session: the member stays
+    assert driver.answer(token) is None
+    assert member.member_id in driver.group("g").members
+    driver.ack()
+    assert committed_errors(driver.answers[token]) == {("t", 0): 0}
+    driver.auto_ack = True
+    driver.advance(SESSION_MS - 1)
+    assert member.heartbeat() is E.NONE  # the session restarted when the commit was answered
+    driver.advance(SESSION_MS)
+    assert member.heartbeat() is E.UNKNOWN_MEMBER_ID

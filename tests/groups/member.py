@@ -4,7 +4,9 @@ It subscribes, polls, and prints one JSON object per line on stdout for everythi
 ``assigned`` / ``revoked`` (with generation and member id), ``records`` ([partition key, offset,
 value] triples), ``committed``, ``commit_failed``, ``state`` changes. SIGTERM closes it cleanly
 (commit, leave); SIGUSR1 makes it stop calling ``poll()`` for ``--pause-ms``, then commit -- a
-consumer that stalled past its session timeout.
+consumer that stalled past its session timeout. ``--out FILE`` appends every event to FILE too
+(flushed per line: what a killed member processed is there), and ``--process-ms`` spends that
+long on each batch before committing it, as a consumer with work to do.
 """
 
 from __future__ import annotations
@@ -14,13 +16,19 @@ import json
 import signal
 import sys
 import time
-from typing import Any
+from typing import IO, Any
 
 from client import CommitFailedError, Consumer, ConsumerRebalanceListener, TopicPartition
 
+OUT: IO[str] | None = None  # --out
+
 
 def emit(**event: Any) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
+    line = json.dumps(event) + "\n"
+    if OUT is not None:
+        OUT.write(line)
+        OUT.flush()
+    sys.stdout.write(line)
     sys.stdout.flush()
 
 
@@ -56,7 +64,14 @@ def main() -> int:
     parser.add_argument("--metadata-max-age-ms", type=int, default=300_000)
     parser.add_argument("--max-poll-records", type=int, default=200)
     parser.add_argument("--pause-ms", type=int, default=0)
+    parser.add_argument("--rebalance-timeout-ms", type=int)
+    parser.add_argument("--request-timeout-ms", type=int, default=30_000)
+    parser.add_argument("--process-ms", type=int, default=0)
+    parser.add_argument("--out")
     args = parser.parse_args()
+    global OUT
+    if args.out:
+        OUT = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 -- open until the process ends
 
     stop = False
     pause = False
@@ -81,6 +96,8 @@ def main() -> int:
         auto_commit_interval_ms=500,
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
+        rebalance_timeout_ms=args.rebalance_timeout_ms,
+        request_timeout_ms=args.request_timeout_ms,
         metadata_max_age_ms=args.metadata_max_age_ms,
         max_poll_records=args.max_poll_records,
         fetch_max_wait_ms=100,
@@ -112,10 +129,12 @@ def main() -> int:
             emit(event="records", generation=consumer.generation,
                  records=[[f"{r.topic}-{r.partition}", r.offset, (r.value or b"").decode()]
                           for r in records])
+            if args.process_ms:
+                time.sleep(args.process_ms / 1000)  # the work done on the batch
             if args.commit == "sync":
                 try:
                     consumer.commit()
-                    emit(event="committed")
+                    emit(event="committed", t=time.monotonic())
                 except CommitFailedError as exc:
                     emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
     finally:
