@@ -95,14 +95,15 @@ def script(
     module: str,
     limits: TimeLimits = TimeLimits(),
     quick_args: Sequence[str] = ("--quick",),
+    args: Sequence[str] = (),
 ) -> AreaRun:
-    """An area running ``python -m MODULE`` (with ``quick_args`` for a quick run)."""
+    """An area running ``python -m MODULE ARGS`` (with ``quick_args`` for a quick run)."""
 
     def run(quick: bool, earlier: Earlier) -> Iterator[RawLine]:
         if importlib.util.find_spec(module) is None:
             raise AreaMissing(f"{module.replace('.', '/')}.py does not exist in this checkout")
-        args = [sys.executable, "-m", module, *(quick_args if quick else ())]
-        yield from run_script(args, limits.quick if quick else limits.full)
+        command = [sys.executable, "-m", module, *args, *(quick_args if quick else ())]
+        yield from run_script(command, limits.quick if quick else limits.full)
 
     return run
 

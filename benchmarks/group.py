@@ -15,6 +15,11 @@ Each line carries what to compare with: the members' ``session_timeout_ms`` and
 the same event: the 3 s group.initial.rebalance.delay.ms plus a round trip for each of its two
 phases (JoinGroup, SyncGroup) -- and for SIGKILL the session timeout before any of it. The round
 trip is measured here (ApiVersions to the same broker).
+
+``python -m benchmarks.group failover [--quick]`` measures coordinator failover on a cluster
+instead: kill -9 and SIGTERM of the broker coordinating 10 groups of 10 members (3 of 5 with
+``--quick``) until every member is Steady with its partitions at the new coordinator, and the
+Catch-up of an offsets partition holding 1,000,000 offset records (benchmarks/group_failover.py).
 """
 
 from __future__ import annotations
@@ -196,6 +201,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["member"]:
         return member(args_list[1], args_list[2])
+    if args_list[:1] in (["failover"], ["failover-members"]):
+        from benchmarks import group_failover  # kazoo and the cluster only for this
+
+        if args_list[0] == "failover":
+            return group_failover.main(args_list[1:])
+        bootstrap, topic, group, members = args_list[1:5]
+        return group_failover.host_members(bootstrap, topic, group, int(members))
     parser = argparse.ArgumentParser(prog="python -m benchmarks.group")
     parser.add_argument("--quick", action="store_true", help="N = 3 and 10 only")
     args = parser.parse_args(args_list)

@@ -47,6 +47,10 @@ AREAS = (
          script("benchmarks.coordinator")),
     Area("group", "rebalance time with 3/10/30 real consumers",
          script("benchmarks.group")),
+    Area("group_failover", "coordinator failover (kill -9 / SIGTERM of the broker coordinating "
+         "10 groups of 10 consumers; 3 brokers, ZooKeeper) and Catch-up of 1,000,000 offset "
+         "records", script("benchmarks.group", TimeLimits(quick=180.0, full=600.0),
+                           args=("failover",))),
     Area("spark", "Spark batch read of a topic next to one Consumer",
          script("benchmarks.spark", TimeLimits(quick=90.0, full=300.0),
                 quick_args=("--messages", "50000"))),

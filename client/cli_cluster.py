@@ -3,7 +3,11 @@
 ``up`` and ``down`` drive client.local_cluster (processes only; the brokers outlive the
 command, recorded in DIR/cluster.json). ``status`` asks brokers for metadata like every other
 client command and counts what Kafka operators watch (client.cluster_health): offline
-partitions, under-replicated partitions and preferred-leader imbalance.
+partitions, under-replicated partitions and preferred-leader imbalance. It also shows the group
+coordinator's load, broker by broker: the ``__consumer_offsets`` partitions each leads and the
+groups it coordinates with their members (ListGroups and DescribeGroups sent to each broker) --
+a group's coordinator follows from its name (crc32 of the id), so a few busy groups can land on
+one broker.
 
 ``add_cluster_parser`` adds them to the ``odradek`` parser (client/cli.py); the handlers print
 through its ``Output``: rich tables, or JSON with ``--json``.
@@ -18,6 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from client.admin import Admin
 from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
+from client.group_admin import (
+    OFFSETS_TOPIC,
+    CoordinatorLoad,
+    GroupAdmin,
+    offsets_partition_for,
+)
 from client.local_cluster import ClusterRecord, LocalCluster, LocalClusterError
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -89,11 +99,14 @@ def add_cluster_parser(
     status = actions.add_parser(
         "status",
         parents=[json_parent],
-        help="brokers, controller, partition leaders/replicas/ISR and health counts",
+        help="brokers, controller, partition leaders/replicas/ISR, health counts and the "
+        "groups each broker coordinates",
         description="Brokers (and which is controller); per partition its leader, replicas "
-        "and ISR; and the counts of offline partitions (no leader), under-replicated "
+        "and ISR; the counts of offline partitions (no leader), under-replicated "
         "partitions (ISR smaller than replicas) and preferred-leader imbalance (leader is not "
-        "the first replica).",
+        "the first replica); and per broker the __consumer_offsets partitions it leads and "
+        "the consumer groups it coordinates (each group's coordinator is the leader of "
+        "partition crc32(group id) % partitions), with their state and member counts.",
     )
     where = status.add_mutually_exclusive_group()
     where.add_argument(
@@ -197,10 +210,12 @@ def cmd_cluster_down(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
-    with Admin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
+    with GroupAdmin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
         health = cluster_health(admin.cluster_metadata())
+        loads = admin.coordinator_loads()
+    coordinators = coordinators_json(health, loads)
     if args.json:
-        output.json(health_json(health))
+        output.json({**health_json(health), "group_coordinators": coordinators})
         return 0
     output.table(
         f"brokers of cluster {health.cluster_id or '-'}",
@@ -242,6 +257,34 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
             )
         ],
     )
+    output.table(
+        "group coordinators",
+        ("broker", f"{OFFSETS_TOPIC} partitions led", "groups", "members"),
+        [
+            (
+                c["node_id"],
+                f"{len(c['offsets_partitions'])}: "
+                + (",".join(map(str, c["offsets_partitions"])) or "-"),
+                "?" if c["error"] else len(c["groups"]),
+                "?" if c["error"] else c["member_count"],
+            )
+            for c in coordinators
+        ],
+    )
+    groups = [(c["node_id"], g) for c in coordinators for g in c["groups"]]
+    if groups:
+        output.table(
+            "groups by coordinator",
+            ("broker", "group", "offsets partition", "state", "generation", "members"),
+            [
+                (node, g["group"], _or_dash(g["offsets_partition"]), g["state"],
+                 _or_dash(g["generation"]), _or_dash(g["members"]))
+                for node, g in groups
+            ],
+        )
+    for c in coordinators:
+        if c["error"]:
+            output.note(f"broker {c['node_id']} did not list its groups: {c['error']}")
     if health.controller_id not in {b.node_id for b in health.brokers}:
         output.note("no live broker is controller")
     if health.absent_replicas:
@@ -295,6 +338,40 @@ def _state(p: PartitionHealth) -> str:
         if present
     ]
     return ", ".join(problems) or "ok"
+
+
+def _or_dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def coordinators_json(health: ClusterHealth, loads: list[CoordinatorLoad]) -> list[dict[str, Any]]:
+    """``status --json``'s ``group_coordinators``: per live broker, the ``__consumer_offsets``
+    partitions it leads (Metadata) and the groups it coordinates (ListGroups,
+    DescribeGroups), each with its offsets partition, state, generation and member count;
+    ``error`` says why a broker's groups are unknown (else null)."""
+    offsets = [p for p in health.partitions if p.topic == OFFSETS_TOPIC]
+    count = len(offsets)
+    by_node = {load.node_id: load for load in loads}
+    out = []
+    for broker in health.brokers:
+        load = by_node.get(broker.node_id, CoordinatorLoad(broker.node_id, (), "not asked"))
+        out.append({
+            "node_id": broker.node_id,
+            "offsets_partitions": [p.partition for p in offsets if p.leader == broker.node_id],
+            "group_count": len(load.groups),
+            "member_count": load.members,
+            "groups": [
+                {
+                    "group": g.group_id,
+                    "offsets_partition": offsets_partition_for(g.group_id, count) if count
+                    else None,
+                    "state": g.state, "generation": g.generation, "members": g.members,
+                }
+                for g in load.groups
+            ],
+            "error": load.error,
+        })
+    return out
 
 
 def health_json(health: ClusterHealth) -> dict[str, Any]:

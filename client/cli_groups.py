@@ -3,8 +3,9 @@ coordinator's machines work.
 
 ``describe`` has the three views of Kafka's ``kafka-consumer-groups --describe``, with its
 column names: by default one row per partition (committed offset, log end, lag and owner) under
-the group's state, generation, strategy and coordinator; ``--members`` one row per member;
-``--state`` one row for the group. ``--json`` prints the same data as JSON. A group without
+the group's state (and how long it has been in it), generation, strategy and coordinator (the
+broker FindCoordinator names); ``--members`` one row per member; ``--state`` one row for the
+group. ``--json`` prints the same data as JSON. A group without
 members gets a note on stderr, as Kafka's tool prints; a group that does not exist is an error
 naming it (exit 1).
 
@@ -16,6 +17,7 @@ options; the handlers print through its ``Output``: rich tables, or JSON with ``
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +30,8 @@ if TYPE_CHECKING:  # client.cli imports this module
 OFFSET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                   "MEMBER-ID", "HOST", "CLIENT-ID")
 MEMBER_COLUMNS = ("GROUP", "MEMBER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
-STATE_COLUMNS = ("GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS")
+STATE_COLUMNS = ("GROUP", "COORDINATOR", "STRATEGY", "STATE", "IN-STATE-FOR", "GENERATION",
+                 "#MEMBERS")
 
 
 def add_groups_parser(
@@ -49,8 +52,10 @@ def add_groups_parser(
         "describe",
         parents=parents,
         help="a group's offsets and lag per partition, its members, or its state",
-        description="Without options: the group's state, generation, strategy and coordinator, "
-        "then per partition " + ", ".join(OFFSET_COLUMNS[1:]) + ".",
+        description="Without options: the group's coordinator (the broker FindCoordinator "
+        "names, as HOST:PORT (ID)), strategy, state, how long it has been in that state, "
+        "generation and member count, then per partition " + ", ".join(OFFSET_COLUMNS[1:])
+        + ".",
     )
     describe.add_argument("group", help="the group id")
     view = describe.add_mutually_exclusive_group()
@@ -120,12 +125,17 @@ def cmd_groups_describe(args: argparse.Namespace, output: Output) -> int:
 # The JSON forms; the tables show the same fields.
 
 def _state(group: GroupDescription) -> dict[str, Any]:
+    """``state_since_ms``: when the group entered its state (the coordinator's clock, ms since
+    the epoch), ``in_state_ms``: how long ago that is by this machine's clock; both None when
+    the coordinator does not say."""
     return {
         "group": group.group_id,
         "coordinator": {"node_id": group.coordinator.node_id, "host": group.coordinator.host,
                         "port": group.coordinator.port},
         "strategy": group.strategy,
         "state": group.state,
+        "state_since_ms": group.state_since_ms,
+        "in_state_ms": group.in_state_ms(int(time.time() * 1000)),
         "generation": group.generation,
         "member_count": len(group.members),
     }
@@ -165,7 +175,23 @@ def _state_row(state: dict[str, Any]) -> tuple[object, ...]:
     coordinator = state["coordinator"]
     return (state["group"], f"{coordinator['host']}:{coordinator['port']} "
             f"({coordinator['node_id']})", state["strategy"] or "-", state["state"],
-            state["generation"], state["member_count"])
+            duration_text(state["in_state_ms"]), state["generation"], state["member_count"])
+
+
+def duration_text(ms: int | None) -> str:
+    """``850ms``, ``12.3s``, ``4m05s``, ``2h03m``, ``3d04h``; ``-`` for None."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 59_950:  # not "60.0s"
+        return f"{ms / 1000:.1f}s"
+    seconds = ms // 1000
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86_400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86_400}d{seconds % 86_400 // 3600:02d}h"
 
 
 def _partitions_text(assignment: Sequence[dict[str, Any]]) -> str:

@@ -8,6 +8,14 @@ and the group's state and generation as the coordinator reports them, are printe
 change; the run ends with ``odradek groups describe``. Everything it started is stopped by PID,
 and the temporary directory removed, however it ends.
 
+With ``--cluster`` it runs on a local cluster instead: a ZooKeeper and three brokers
+(client.local_cluster) with a short ZooKeeper session, the topic replicated three times. Once
+the group is steady it kills (SIGKILL) the broker coordinating the group and narrates the
+failover as a consumer lives it: FindCoordinator still naming the dead broker until its session
+expires, then the new leader of the group's ``__consumer_offsets`` partition; the group loaded
+there, state and generation unchanged; the members finding it while they keep fetching. Then
+the usual leave and rejoin, on the new coordinator.
+
 One thread: child output is read through ``selectors`` between the producer's sends.
 """
 
@@ -18,6 +26,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -26,16 +35,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from client.admin import Admin
 from client.consumer import Consumer
 from client.errors import ClientError
-from client.group_admin import GroupAdmin, GroupDescription
+from client.future import Future
+from client.group_admin import OFFSETS_TOPIC, GroupAdmin, GroupDescription, offsets_partition_for
+from client.local_cluster import BrokerRecord, LocalCluster, ZooKeeperServer
+from client.metadata import BrokerInfo
+from client.network import NetworkClient
 from client.producer import Producer
 from client.records import TopicPartition
 from client.subscription import ConsumerRebalanceListener
-from protocol.errors import GroupIdNotFoundError, TopicAlreadyExistsError
+from protocol.apis import ApiKey
+from protocol.errors import GroupIdNotFoundError, OdradekError, TopicAlreadyExistsError, error_for
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
@@ -44,6 +59,17 @@ STOP_TIMEOUT = 15.0
 SETTLE_TIMEOUT = 60.0
 _BROKER_START_TIMEOUT = 30.0
 _LISTENING = " listening on "
+CLUSTER_BROKERS = 3
+#: --cluster: what the brokers get besides the ZooKeeper session timeout. The last broker to
+#: stop cannot hand its leaderships to anyone, so it should not retry for long; no automatic
+#: preferred-leader moves to blur the story.
+CLUSTER_BROKER_SETTINGS = {
+    "controlled_shutdown_max_retries": 0,
+    "controlled_shutdown_retry_backoff_ms": 200,
+    "auto_leader_rebalance_enable": False,
+}
+#: how often --cluster asks a broker which broker coordinates the group
+_FIND_INTERVAL = 0.2
 
 
 class DemoError(ClientError):
@@ -59,8 +85,18 @@ def add_demo_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "consumer and start it again -- printing each state change -- and end with the "
         "group's describe table. Cleans up everything it started.",
     )
-    demo.add_argument("--bootstrap", metavar="HOST:PORT",
-                      help="use this broker instead of starting one")
+    where = demo.add_mutually_exclusive_group()
+    where.add_argument("--bootstrap", metavar="HOST:PORT",
+                       help="use this broker instead of starting one")
+    where.add_argument("--cluster", action="store_true",
+                       help=f"run on a local cluster of {CLUSTER_BROKERS} brokers and a "
+                       "ZooKeeper (needs the zookeeper package) and, midway, kill -9 the "
+                       "broker coordinating the group: watch the group move to its new "
+                       "coordinator")
+    demo.add_argument("--zookeeper-session-timeout-ms", type=int, default=6_000, metavar="MS",
+                      help="--cluster: the brokers' ZooKeeper session timeout, so how long "
+                      "the killed broker goes unnoticed (default: %(default)s; Kafka's "
+                      "default is 18000)")
     demo.add_argument("--topic", default="demo", help="topic to use (default: %(default)s)")
     demo.add_argument("--group", default="demo-group", help="group id (default: %(default)s)")
     demo.add_argument("--partitions", type=int, default=6, help="partitions (default: 6)")
@@ -76,6 +112,9 @@ def cmd_demo(args: argparse.Namespace, output: Output) -> int:
     if args.partitions < 1 or args.consumers < 2 or args.rate < 1:
         output.note("odradek: error: the demo needs --partitions >= 1, --consumers >= 2 and "
                     "--rate >= 1")
+        return 1
+    if args.zookeeper_session_timeout_ms < 1000:
+        output.note("odradek: error: --zookeeper-session-timeout-ms must be at least 1000")
         return 1
     with Demo(args, output) as demo:
         demo.run()
@@ -144,28 +183,46 @@ class Demo:
         self._consumed: dict[str, int] = {}  # by the member's current process
         self._consumed_before: dict[str, int] = {}  # by its earlier processes
         self._next_lag_look = 0.0
-        self._group_seen: tuple[str, int, int] | None = None
+        self._group_seen: tuple[str, int, int, int] | None = None
         self._group: GroupDescription | None = None
         self._next_group_look = 0.0
         self._produced = 0
         self._producer: Producer | None = None
         self._admin: GroupAdmin | None = None
+        # --cluster
+        self._zookeeper: ZooKeeperServer | None = None
+        self._cluster: LocalCluster | None = None
+        self._broker_pids: dict[int, int] = {}
+        self._member_states: dict[str, str] = {}
+        self._flaps: dict[str, int] = {}  # state changes not printed, by member
+        self._finder: NetworkClient | None = None
+        self._finding: Future[dict[str, Any]] | None = None
+        self._next_find = 0.0
+        self._found: str | None = None  # the last FindCoordinator answer, as printed
+        self._found_broker: int | None = None
 
     # ------------------------------------------------------------------------- phases
 
     def run(self) -> None:
         args = self.args
-        if not self.bootstrap:
+        if args.cluster:
+            self._start_cluster()
+        elif not self.bootstrap:
             self._start_broker()
         self._create_topic()
         self._producer = Producer(self.bootstrap, linger_ms=20)
-        self._admin = GroupAdmin(self.bootstrap, timeout_ms=10_000)
+        # short waits on a cluster: a look at the group must not stall the stream while its
+        # coordinator is dead
+        self._admin = GroupAdmin(self.bootstrap, timeout_ms=1_000 if args.cluster else 10_000)
         names = [f"c{i + 1}" for i in range(args.consumers)]
         self.say("demo", f"starting {len(names)} consumers of group {args.group!r}")
         for name in names:
             self._start_member(name)
         self._stream_until(lambda: self._steady_with(names), "all consumers to share the topic")
         self._stream_for(args.phase_seconds)
+        if args.cluster:
+            self._kill_coordinator(names)
+            self._stream_for(args.phase_seconds)
 
         leaving, staying = names[-1], names[:-1]
         self.say("demo", f"stopping {leaving}: it commits and leaves, so the others rebalance "
@@ -204,6 +261,60 @@ class Demo:
         self._next_lag_look = time.monotonic() + 0.5
         lags = [p.lag for p in self._admin.group_lag(self._group)]
         return len(lags) == self.args.partitions and all(lag == 0 for lag in lags)
+
+    def _kill_coordinator(self, names: list[str]) -> None:
+        """SIGKILL the broker coordinating the group; stream until the group is Steady at
+        another broker with every member back in it."""
+        assert self._admin is not None and self._cluster is not None
+        group = self.args.group
+        dead = self._admin.find_coordinator(group)
+        offsets = self._admin.cluster_metadata().topics[OFFSETS_TOPIC].partitions
+        partition = offsets_partition_for(group, len(offsets))
+        self.say("demo", f"group {group!r} is coordinated by broker {dead.node_id} "
+                         f"({dead.host}:{dead.port}), the leader of {OFFSETS_TOPIC} partition "
+                         f"{partition}")
+        self._found_broker = dead.node_id
+        self._found = self._found_text(dead)
+        pid = self._broker_pids[dead.node_id]
+        session = self.args.zookeeper_session_timeout_ms
+        self.say("demo", f"kill -9 broker {dead.node_id} (pid {pid}); ZooKeeper notices when "
+                         f"its session expires ({session} ms), then the controller elects new "
+                         "leaders. The consumers keep fetching meanwhile")
+        consumed_before = sum(self._consumed_total(n) for n in names)
+        generation_before = self._group.generation if self._group is not None else -1
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        with contextlib.suppress(ChildProcessError):  # LocalCluster started it: our child
+            os.waitpid(pid, 0)
+        del self._broker_pids[dead.node_id]
+        self.bootstrap = ",".join(
+            b.address for b in self._cluster_brokers() if b.broker_id in self._broker_pids)
+        # a new admin: the old one would keep asking the dead broker's address first
+        self._admin.close()
+        self._admin = GroupAdmin(self.bootstrap, timeout_ms=1_000)
+        self._finder = NetworkClient(self.bootstrap, client_id="odradek-demo")
+
+        def moved() -> bool:
+            group_now = self._group
+            return (
+                self._found_broker not in (None, dead.node_id)
+                and group_now is not None and group_now.coordinator.node_id != dead.node_id
+                and self._steady_with(names)
+                and all(self._member_states.get(n) == "Part of a group" for n in names)
+            )
+
+        self._stream_until(moved, "the group to move to a new coordinator")
+        assert self._group is not None
+        read = sum(self._consumed_total(n) for n in names) - consumed_before
+        generation = self._group.generation
+        how = (f"generation {generation} unchanged (loaded from {OFFSETS_TOPIC}, no rebalance)"
+               if generation == generation_before else
+               f"generation {generation_before} -> {generation} (the new coordinator asked "
+               "for a rebalance)")
+        self.say("demo", f"the group moved from broker {dead.node_id} to broker "
+                         f"{self._group.coordinator.node_id} in "
+                         f"{time.monotonic() - killed_at:.1f} s, {how}; the consumers read "
+                         f"{read} messages meanwhile")
 
     def _consumed_total(self, name: str) -> int:
         return self._consumed_before.get(name, 0) + self._consumed.get(name, 0)
@@ -245,13 +356,43 @@ class Demo:
         self.say("broker", f"started in {self._tmp} (pid {self._broker.proc.pid}), "
                            f"listening on {self.bootstrap}")
 
+    def _start_cluster(self) -> None:
+        """A ZooKeeper and ``CLUSTER_BROKERS`` brokers in a temporary directory. Both in
+        sessions of their own (Ctrl-C at the terminal reaches only the demo and its
+        consumers): the demo stops them, brokers first, when it ends."""
+        self._tmp = tempfile.mkdtemp(prefix="odradek-demo-")
+        zookeeper = self._zookeeper = ZooKeeperServer(
+            Path(self._tmp) / "zookeeper", detached=True)
+        zookeeper.start()
+        self.say("zk", f"ZooKeeper started in {self._tmp} (pid {zookeeper.pid}), serving "
+                       f"{zookeeper.connect}")
+        config = Path(self._tmp) / "broker.toml"
+        settings = {**CLUSTER_BROKER_SETTINGS,
+                    "zookeeper_session_timeout_ms": self.args.zookeeper_session_timeout_ms}
+        config.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+        self._cluster = LocalCluster(Path(self._tmp) / "cluster",
+                                     broker_args=["--config", str(config)])
+        record = self._cluster.up(CLUSTER_BROKERS, zookeeper=zookeeper.connect)
+        for broker in record.brokers:
+            self._broker_pids[broker.broker_id] = broker.process.pid
+            self.say("broker", f"broker {broker.broker_id} started (pid {broker.process.pid}), "
+                               f"listening on {broker.address}")
+        self.bootstrap = record.bootstrap
+
+    def _cluster_brokers(self) -> list[BrokerRecord]:
+        assert self._cluster is not None
+        record = self._cluster.read()
+        return [] if record is None else list(record.brokers)
+
     def _create_topic(self) -> None:
         args = self.args
-        with Admin(self.bootstrap, timeout_ms=10_000) as admin:
+        replicas = CLUSTER_BROKERS if args.cluster else 1
+        with Admin(self.bootstrap, timeout_ms=20_000) as admin:
             try:
-                admin.create_topic(args.topic, args.partitions)
+                admin.create_topic(args.topic, args.partitions, replicas)
+                copies = f", {replicas} copies of each" if replicas > 1 else ""
                 self.say("demo", f"created topic {args.topic!r} with {args.partitions} "
-                                 "partitions")
+                                 f"partitions{copies}")
             except TopicAlreadyExistsError:
                 self.say("demo", f"topic {args.topic!r} exists already; using it")
 
@@ -315,8 +456,7 @@ class Demo:
             return
         kind = event.get("event")
         if kind == "state":
-            reason = f" ({event['reason']})" if event["reason"] else ""
-            self.say(name, f"{event['from']} -> {event['to']}{reason}")
+            self._on_member_state(name, event)
         elif kind == "assigned":
             self._owned[name] = (event["generation"], event["partitions"])
             owned = ", ".join(event["partitions"]) or "nothing"
@@ -329,8 +469,35 @@ class Demo:
             self._consumed[name] = 0
             self.say(name, f"closed after consuming {event['consumed']} messages")
 
+    def _on_member_state(self, name: str, event: dict[str, Any]) -> None:
+        """Print a member's state change -- except the round trips of a member whose
+        FindCoordinator answer names a broker that is dead (Re-discover coordinator -> Part of a
+        group -> Re-discover coordinator ...), which are counted and summed up once it is back."""
+        before = self._member_states.get(name)
+        self._member_states[name] = event["to"]
+        reason = event["reason"] or ""
+        found = re.search(r"coordinator is broker (\d+)", reason)
+        if before == "Re-discover coordinator" and event["to"] == "Part of a group" and (
+                found is not None and int(found[1]) in self._dead_broker_ids()):
+            self._flaps[name] = self._flaps.get(name, 0) + 1
+            return
+        if self._flaps.get(name) and event["from"] == "Part of a group" and (
+                event["to"] == "Re-discover coordinator"):
+            return  # the other half of a round trip not printed
+        flaps = self._flaps.pop(name, 0)
+        if flaps:
+            self.say(name, f"(tried the dead broker {flaps} more time(s), "
+                           f"{self.args.zookeeper_session_timeout_ms} ms session timeout)")
+        self.say(name, f"{event['from']} -> {event['to']}" + (f" ({reason})" if reason else ""))
+
+    def _dead_broker_ids(self) -> set[int]:
+        if self._cluster is None:
+            return set()
+        return {b.broker_id for b in self._cluster_brokers()} - set(self._broker_pids)
+
     def _look_at_group(self) -> None:
         now = time.monotonic()
+        self._look_for_coordinator(now)
         if now < self._next_group_look or self._admin is None:
             return
         self._next_group_look = now + 0.2
@@ -338,12 +505,52 @@ class Demo:
             group = self._admin.describe_group(self.args.group)
         except GroupIdNotFoundError:
             return
+        except OdradekError as exc:
+            if not self.args.cluster:
+                raise
+            if self._group_seen is not None:
+                self._group_seen = None
+                self.say("group", f"cannot be described: {type(exc).__name__}: {exc}")
+            return
         self._group = group
-        seen = (group.state, group.generation, len(group.members))
+        seen = (group.state, group.generation, len(group.members), group.coordinator.node_id)
         if seen != self._group_seen:
             self._group_seen = seen
+            where = f", coordinator broker {group.coordinator.node_id}" if self.args.cluster \
+                else ""
             self.say("group", f"{group.state}, generation {group.generation}, "
-                              f"{len(group.members)} member(s)")
+                              f"{len(group.members)} member(s){where}")
+
+    def _look_for_coordinator(self, now: float) -> None:
+        """--cluster, after the kill: ask which broker coordinates the group every
+        ``_FIND_INTERVAL`` (one request at a time, never waiting), printing each new answer."""
+        finder = self._finder
+        if finder is None:
+            return
+        finder.poll(0)
+        if self._finding is not None and self._finding.done():
+            future, self._finding = self._finding, None
+            error = future.exception()
+            if error is None and future.value["error_code"]:
+                error = error_for(future.value["error_code"], future.value["error_message"] or "")
+            if error is not None:
+                text = f"{type(error).__name__}: {error}"
+            else:
+                body = future.value
+                self._found_broker = body["node_id"]
+                text = self._found_text(BrokerInfo(body["node_id"], body["host"], body["port"]))
+            if text != self._found:
+                self._found = text
+                self.say("coord", f"FindCoordinator: {text}")
+        if self._finding is None and now >= self._next_find:
+            self._next_find = now + _FIND_INTERVAL
+            self._finding = finder.send(finder.least_loaded_node(), ApiKey.FIND_COORDINATOR,
+                                        {"group_id": self.args.group}, timeout=2.0)
+
+    def _found_text(self, broker: BrokerInfo) -> str:
+        dead = " (dead: the surviving brokers' metadata still names it)" if (
+            broker.node_id in self._dead_broker_ids()) else ""
+        return f"broker {broker.node_id} ({broker.host}:{broker.port}){dead}"
 
     # ------------------------------------------------------------------------ cleanup
 
@@ -351,6 +558,9 @@ class Demo:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for child in self._children.values():  # all at once: each may take a while to close
+            if child.running:
+                child.proc.send_signal(signal.SIGTERM)
         for child in self._children.values():
             child.stop()
         self._children.clear()
@@ -359,9 +569,17 @@ class Demo:
                 self._producer.close(timeout=5.0)
         if self._admin is not None:
             self._admin.close()
+        if self._finder is not None:
+            self._finder.close()
         if self._broker is not None:
             self._broker.stop()
             self.say("broker", "stopped")
+        if self._cluster is not None and self._cluster.read() is not None:
+            for name, pid, how in self._cluster.down():  # brokers, by PID, highest id first
+                self.say("broker", f"{name} (pid {pid}): {how}")
+        if self._zookeeper is not None and self._zookeeper.running:
+            self._zookeeper.stop()
+            self.say("zk", "ZooKeeper stopped")
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
         self._selector.close()

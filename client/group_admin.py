@@ -1,20 +1,25 @@
 """``GroupAdmin``: consumer groups as an operator sees them.
 
 Which broker coordinates a group (FindCoordinator), every group and its state (ListGroups on
-each broker), a group's generation, strategy, members and assignments (DescribeGroups), its
+each broker; ``coordinator_loads`` adds each group's generation and member count, broker by
+broker), a group's generation, strategy, members, assignments and how long it has been in its
+state (DescribeGroups v1, v0 from a broker that has no v1), its
 committed offsets (OffsetFetch) against each partition's log end (ListOffsets) -- the lag -- and
 deleting Empty groups (DeleteGroups).
 
 Each call blocks, driving the sockets itself, up to ``timeout_ms``. A coordinator that is
 loading, has moved or is not elected yet (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
-COORDINATOR_NOT_AVAILABLE) is found and asked again after a short backoff until then, so a
-command run right after a broker starts gets the whole answer; other errors raise their typed
+COORDINATOR_NOT_AVAILABLE), or whose broker cannot be reached (it died: its offsets partition
+gets a new leader), is found and asked again after a short backoff until then, so a command
+run right after a broker starts, or during a failover, gets the whole answer; a bootstrap
+address that is down is passed over for the next. Other errors raise their typed
 ``BrokerError``.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -25,7 +30,7 @@ from client.metadata import BrokerInfo
 from client.offsets import LATEST, list_offsets
 from client.records import TopicPartition
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ErrorCode
+from protocol.errors import BrokerError, ErrorCode, OdradekError, UnsupportedVersionError
 
 #: answers that mean "find the coordinator and ask again shortly"
 RETRY_LATER = frozenset({
@@ -34,6 +39,14 @@ RETRY_LATER = frozenset({
     ErrorCode.NOT_COORDINATOR,
 })
 RETRY_BACKOFF = 0.1
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def offsets_partition_for(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group, whose leader coordinates it: crc32 of
+    the id's UTF-8 bytes modulo the topic's partition count (docs/protocol.md,
+    FindCoordinator), the same in every client."""
+    return zlib.crc32(group_id.encode("utf-8")) % partitions
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,40 @@ class GroupDescription:
     generation: int
     coordinator: BrokerInfo
     members: tuple[MemberDescription, ...]
+    #: when the group entered its state, the coordinator's wall clock in ms since the epoch;
+    #: None when the coordinator does not know (or answers DescribeGroups v0 only)
+    state_since_ms: int | None = None
+
+    def in_state_ms(self, now_ms: int | None = None) -> int | None:
+        """How long the group has been in its state as of ``now_ms`` (default: now)."""
+        if self.state_since_ms is None:
+            return None
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return max(now - self.state_since_ms, 0)
+
+
+@dataclass(frozen=True)
+class CoordinatedGroup:
+    """A group as its coordinator lists it; ``generation`` and ``members`` None when the
+    group could not be described (it moved, or went, between the two requests)."""
+
+    group_id: str
+    state: str
+    generation: int | None
+    members: int | None
+
+
+@dataclass(frozen=True)
+class CoordinatorLoad:
+    """The groups one broker coordinates, or why it could not say (``error``)."""
+
+    node_id: int
+    groups: tuple[CoordinatedGroup, ...]
+    error: str | None = None
+
+    @property
+    def members(self) -> int:
+        return sum(g.members or 0 for g in self.groups)
 
 
 class CommittedOffset(NamedTuple):
@@ -87,6 +134,9 @@ class PartitionLag:
 
 class GroupAdmin(Admin):
     """The group APIs, on top of Admin's connection handling, metadata and lifecycle."""
+
+    #: the DescribeGroups version asked for; 0 after a broker refused 1 (an older broker)
+    _describe_version = 1
 
     # ---------------------------------------------------------------------------- queries
 
@@ -234,9 +284,10 @@ class GroupAdmin(Admin):
     def _deadline(self) -> float:
         return time.monotonic() + self._timeout
 
-    def _send(self, node: int, api: ApiKey, body: dict[str, Any], deadline: float) -> Any:
+    def _send(self, node: int, api: ApiKey, body: dict[str, Any], deadline: float, *,
+              api_version: int = 0) -> Any:
         self._check_open()
-        future = self._network.send(node, api, body)
+        future = self._network.send(node, api, body, api_version=api_version)
         return future.result(max(deadline - time.monotonic(), 0.001))
 
     def _back_off(self, code: int, where: str, deadline: float) -> None:
@@ -267,7 +318,7 @@ class GroupAdmin(Admin):
 
     def _ask_coordinator(
         self, group_id: str, api: ApiKey, body: dict[str, Any],
-        code_of: Callable[[dict[str, Any]], int],
+        code_of: Callable[[dict[str, Any]], int], *, api_version: int = 0,
     ) -> tuple[BrokerInfo, dict[str, Any]]:
         """The group's coordinator and its answer, asking again while ``code_of(answer)`` is
         one of ``RETRY_LATER``."""

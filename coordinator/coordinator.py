@@ -989,11 +989,13 @@ class GroupCoordinator:
         if group is None:
             return {
                 "error_code": int(code if code is not _E.NONE else _E.GROUP_ID_NOT_FOUND),
-                "group_id": group_id, "state": _S.DEAD.value, "assignment_strategy": "",
-                "generation_id": -1, "members": [],
+                "group_id": group_id, "state": _S.DEAD.value, "state_since_ms": -1,
+                "assignment_strategy": "", "generation_id": -1, "members": [],
             }
         return {
             "error_code": 0, "group_id": group_id, "state": group.state.value,
+            # 0: a group made by a manual-assignment commit, which has no state change to date
+            "state_since_ms": group.state_since_ms if group.state_since_ms > 0 else -1,
             "assignment_strategy": group.strategy, "generation_id": group.generation,
             "members": [
                 {

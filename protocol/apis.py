@@ -324,11 +324,16 @@ LIST_GROUPS = Api(
 )
 
 DESCRIBE_GROUPS = Api(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 0,
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 1,
     _s("DescribeGroupsRequest", _f("group_ids", Array(STRING))),
     _s("DescribeGroupsResponse",
        _f("groups", Array(_s("DescribedGroup", ERROR_CODE, _f("group_id", STRING),
                              _f("state", STRING),
+                             _f("state_since_ms", INT64,
+                                "when the group entered its state (the coordinator's wall "
+                                "clock, ms since the epoch; across a coordinator move, when "
+                                "its generation was written); -1 if unknown: no group, or "
+                                "one used only with manual assignment", since=1),
                              _f("assignment_strategy", STRING),
                              _f("generation_id", INT32),
                              _f("members", Array(_s(
@@ -337,7 +342,8 @@ DESCRIBE_GROUPS = Api(
                                  _f("client_host", STRING), _f("session_timeout_ms", INT32),
                                  _f("subscription", Array(STRING)),
                                  _f("assignment", ASSIGNMENT)))))))),
-    "State, strategy, generation and members (with subscriptions and assignments) of groups.",
+    "State, strategy, generation and members (with subscriptions and assignments) of groups. "
+    "v1 adds when each group entered its state.",
 )
 
 DELETE_GROUPS = Api(

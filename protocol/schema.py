@@ -176,6 +176,21 @@ def validate(api: str, kind: str, version: int, schema: Struct, body: Any) -> Ma
     return body  # type: ignore[no-any-return]
 
 
+def for_version(type_: FieldType, value: Any, version: int) -> Any:
+    """``value`` with only the fields ``type_`` has at ``version``, recursively: an answer
+    built for an API's newest version, trimmed for a client that asked an older one (which
+    would refuse the fields it does not know). Fields missing from ``value`` stay missing."""
+    if isinstance(type_, Struct) and isinstance(value, dict):
+        wanted = type_.fields_for(version)
+        return {
+            f.name: for_version(f.type, value[f.name], version)
+            for f in wanted if f.name in value
+        }
+    if isinstance(type_, Array) and isinstance(value, list | tuple):
+        return [for_version(type_.of, item, version) for item in value]
+    return value
+
+
 def structs_in(schema: Struct) -> Sequence[Struct]:
     """Every nested Struct of a schema, outermost first, each once (for the docs)."""
     seen: list[Struct] = []

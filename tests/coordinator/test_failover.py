@@ -148,3 +148,18 @@ def test_24_step5_answers_reach_only_some_members():
     assert unlucky.heartbeat() is E.ILLEGAL_GENERATION
     assert unlucky.join_now()["generation_id"] == 3
     assert_consistent(driver, [lucky, unlucky])
+
+
+def test_describe_says_since_when_a_group_is_in_its_state_also_after_a_failover():
+    """DescribeGroups v1's ``state_since_ms``: the time of the group's last move; a new
+    coordinator takes it from the group's record (when its generation was written), so a
+    Steady group does not look new after a failover."""
+    driver = FakeDriver(topics={"t": 2})
+    assert driver.describe("g")["state_since_ms"] == -1  # no such group
+    steady_group(driver, 2, ["t"])
+    steady_at = driver.now
+    assert driver.describe("g")["state_since_ms"] == steady_at
+    driver.advance(SESSION_MS // 2)
+    driver.reload(driver.partition_of("g"))
+    assert driver.describe("g")["state"] == "Steady"
+    assert driver.describe("g")["state_since_ms"] == steady_at

@@ -6,12 +6,18 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from client.cli import main
+from client.future import Future
+from client.group_admin import GroupAdmin
+from protocol.apis import ApiKey
+from protocol.errors import UnsupportedVersionError
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.coordinator_broker.members import Member, wait_for
@@ -34,6 +40,7 @@ def member(broker: BrokerProcess) -> Iterator[Member]:
         client.create_topic("t", 3)
         client.produce("t", [b"m"] * 5, partition=0)
     with Member(broker.address, "g", ["t"]) as joined:
+        joined.joined_at_ms = int(time.time() * 1000)  # type: ignore[attr-defined]
         joined.join()
         joined.commit({("t", 0): 2}, metadata="note")
         yield joined
@@ -58,10 +65,26 @@ def table_rows(text: str, title: str) -> list[list[str]]:
     return rows
 
 
+def pop_state_age(described: dict[str, Any], since_ms: int) -> None:
+    """Take out the group's state age: Steady since it joined (``since_ms`` or later, by the
+    broker's clock -- the same machine's), in that state for less than a minute."""
+    since, age = described.pop("state_since_ms"), described.pop("in_state_ms")
+    assert since_ms <= since <= time.time() * 1000
+    assert 0 <= age < 60_000
+
+
+def age_cell(row: list[str]) -> list[str]:
+    """The row with its IN-STATE-FOR cell (a duration such as 850ms or 1.2s) checked and
+    replaced by "age"."""
+    assert re.fullmatch(r"\d+ms|\d+\.\ds", row[4]), row
+    return [*row[:4], "age", *row[5:]]
+
+
 def test_groups_describe(broker: BrokerProcess, member: Member) -> None:
     described: dict[str, Any] = json.loads(
         run("groups", "describe", "g", "--bootstrap", broker.bootstrap, "--json")
     )
+    pop_state_age(described, member.joined_at_ms)
     owner = {"member_id": member.member_id, "host": "127.0.0.1", "client_id": "raw-test"}
     assert described == {
         "group": "g", "state": "Steady", "generation": 1, "strategy": "range",
@@ -82,10 +105,11 @@ def test_groups_describe(broker: BrokerProcess, member: Member) -> None:
         ],
     }
     tables = run("groups", "describe", "g", "--bootstrap", broker.bootstrap)
-    assert table_rows(tables, "group g") == [
-        ["GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS"],
-        ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "1", "1"],
-    ]
+    header, row = table_rows(tables, "group g")
+    assert header == ["GROUP", "COORDINATOR", "STRATEGY", "STATE", "IN-STATE-FOR",
+                      "GENERATION", "#MEMBERS"]
+    assert age_cell(row) == ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "age",
+                             "1", "1"]
     header, *rows = table_rows(tables, "offsets and lag of group g")
     assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                       "MEMBER-ID", "HOST", "CLIENT-ID"]
@@ -117,16 +141,17 @@ def test_groups_describe_state(broker: BrokerProcess, member: Member) -> None:
     state = json.loads(
         run("groups", "describe", "g", "--state", "--bootstrap", broker.bootstrap, "--json")
     )
+    pop_state_age(state, member.joined_at_ms)
     assert state == {
         "group": "g", "state": "Steady", "generation": 1, "strategy": "range",
         "coordinator": {"node_id": 0, "host": "127.0.0.1", "port": broker.port},
         "member_count": 1,
     }
     tables = run("groups", "describe", "g", "--state", "--bootstrap", broker.bootstrap)
-    assert table_rows(tables, "group g") == [
-        ["GROUP", "COORDINATOR", "STRATEGY", "STATE", "GENERATION", "#MEMBERS"],
-        ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "1", "1"],
-    ]
+    header, row = table_rows(tables, "group g")
+    assert header[4] == "IN-STATE-FOR"
+    assert age_cell(row) == ["g", f"127.0.0.1:{broker.port} (0)", "range", "Steady", "age",
+                             "1", "1"]
     assert "MEMBER-ID" not in tables
 
 
@@ -155,3 +180,42 @@ def test_describing_an_unknown_group_names_it(
 ) -> None:
     assert main(["groups", "describe", "nobody", "--bootstrap", broker.bootstrap]) == 1
     assert "group 'nobody'" in capsys.readouterr().err
+
+
+def test_describe_groups_v1_says_since_when_and_v0_is_answered_without_it(
+    broker: BrokerProcess, member: Member
+) -> None:
+    with RawClient(broker.address) as client:
+        v0 = client.request(ApiKey.DESCRIBE_GROUPS, {"group_ids": ["g", "nobody"]}, version=0)
+        v1 = client.request(ApiKey.DESCRIBE_GROUPS, {"group_ids": ["g", "nobody"]}, version=1)
+    # decode_response_body checked each against its version's schema: v0 has no new field
+    assert all("state_since_ms" not in g for g in v0["groups"])
+    g, nobody = v1["groups"]
+    assert member.joined_at_ms <= g["state_since_ms"] <= time.time() * 1000
+    assert nobody["state_since_ms"] == -1 and nobody["state"] == "Dead"
+    assert [{k: v for k, v in d.items() if k != "state_since_ms"} for d in v1["groups"]] \
+        == v0["groups"]
+
+
+def test_describe_group_falls_back_to_v0_for_a_broker_without_v1(
+    broker: BrokerProcess, member: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker from before v1 answers UNSUPPORTED_VERSION: the admin asks v0 and has no
+    age to show (the table's IN-STATE-FOR is "-")."""
+    with GroupAdmin(broker.bootstrap, timeout_ms=10_000) as admin:
+        sent: list[int] = []
+        send = admin._network.send
+
+        def refusing_v1(*args: Any, api_version: int = 0, **kwargs: Any) -> Any:
+            sent.append(api_version)
+            if args[1] is ApiKey.DESCRIBE_GROUPS and api_version == 1:
+                future: Future[dict[str, Any]] = Future(admin._network.poll)
+                future.fail(UnsupportedVersionError("DescribeGroups v1 is not supported"))
+                return future
+            return send(*args, api_version=api_version, **kwargs)
+
+        monkeypatch.setattr(admin._network, "send", refusing_v1)
+        described = admin.describe_group("g")
+        assert described.state == "Steady" and described.state_since_ms is None
+        admin.describe_group("g")
+    assert sent.count(1) == 1  # remembered: v0 from then on
