@@ -94,8 +94,8 @@ NOTES = {
             "the offsets partition moves, the same load; groups are loaded Stable, but a member "
             "whose session lapsed rejoins in two rounds (JoinGroup, SyncGroup)",
     "sigterm": "Kafka: controlled shutdown moves the offsets partitions in milliseconds too; "
-               "members learn of it at their next heartbeat (heartbeat.interval.ms, 3 s by "
-               "default), as here",
+               "its members learn of it at their next heartbeat (heartbeat.interval.ms, 3 s by "
+               "default); ours when the old coordinator's connection closes",
 }
 
 
