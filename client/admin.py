@@ -18,7 +18,7 @@ from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
 from client.records import TopicPartition
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ErrorCode
+from protocol.errors import BrokerError, ErrorCode, TopicAlreadyExistsError
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,21 @@ class Admin:
         replication_factor: int = 1,
         configs: Mapping[str, str] | None = None,
         replica_assignment: Mapping[int, Sequence[int]] | None = None,
-    ) -> None:
-        """Create one topic or raise its typed error (``TopicAlreadyExistsError``, ...)."""
+        *,
+        exist_ok: bool = False,
+    ) -> bool:
+        """Create one topic or raise its typed error (``TopicAlreadyExistsError``, ...).
+
+        With ``exist_ok=True`` a topic of that name that already exists is no error (its
+        partitions and configs are left as they are, not compared): the call returns False.
+        Returns True when this call created the topic."""
         new = NewTopic(name, partitions, replication_factor, dict(configs or {}),
                        replica_assignment)
-        _raise_first(self.create_topics([new]))
+        results = self.create_topics([new])
+        if exist_ok and isinstance(results.get(name), TopicAlreadyExistsError):
+            return False
+        _raise_first(results)
+        return True
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, BrokerError | None]:
         body = {"topic_names": list(names), "timeout_ms": int(self._timeout * 1000)}

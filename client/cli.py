@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(the preferred leader first), as Kafka's kafka-topics; replaces --partitions and "
         "--replication-factor",
     )
+    create.add_argument(
+        "--if-not-exists", action="store_true",
+        help="succeed, changing nothing, when the topic already exists (as Kafka's kafka-topics)",
+    )
     create.set_defaults(run=cmd_topics_create)
     listing = topic_commands.add_parser("list", parents=[client, json_flag], help="list topics")
     listing.add_argument(
@@ -326,9 +330,9 @@ def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
     if assignment is not None:
         args.partitions, args.replication_factor = len(assignment), len(assignment[0])
     with _admin(args) as admin:
-        admin.create_topic(
+        created = admin.create_topic(
             args.topic, args.partitions, args.replication_factor, dict(args.config),
-            replica_assignment=assignment,
+            replica_assignment=assignment, exist_ok=args.if_not_exists,
         )
     if args.json:
         output.json(
@@ -337,10 +341,13 @@ def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
                 "partitions": args.partitions,
                 "replication_factor": args.replication_factor,
                 "configs": dict(args.config),
+                "created": created,
             }
         )
-    else:
+    elif created:
         output.out.write(f"created topic {args.topic!r} with {args.partitions} partition(s)\n")
+    else:
+        output.out.write(f"topic {args.topic!r} already exists; left as it is\n")
     return 0
 
 

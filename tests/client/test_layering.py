@@ -21,3 +21,18 @@ def test_client_modules_import_no_server_side_package(path: Path) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             imported.add(node.module.split(".")[0])
     assert not imported & FORBIDDEN
+
+
+ODRADEK = CLIENT.parent / "odradek"
+
+
+@pytest.mark.parametrize("path", sorted(ODRADEK.glob("*.py")), ids=lambda p: p.name)
+def test_the_public_package_imports_only_client_and_protocol(path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+    assert imported <= {"client", "protocol", "odradek", "__future__"}
