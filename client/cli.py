@@ -13,6 +13,8 @@ stops a command as Ctrl-C does, cleanly (client/cli_signals.py).
 from __future__ import annotations
 
 import argparse
+import base64
+import inspect
 import json
 import os
 import signal
@@ -192,6 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument(
         "--batch-bytes", type=_positive_int, default=65_536, help="batch size (default: 65536)"
     )
+    produce.add_argument(
+        "--null-marker", metavar="STR",
+        help="a line (with --key-separator: a value) equal to STR is sent with a null value: "
+        "a tombstone, which deletes its key from a compacted topic",
+    )
+    produce.add_argument(
+        "-X", "--producer-property", "--property", dest="properties", action="append",
+        type=_client_property(Producer, "producer"), default=[], metavar="KEY=VALUE",
+        help="a Producer setting, by its odradek or Kafka name (max_request_bytes=2097152, "
+        "max.request.size=2097152, retries=3, delivery.timeout.ms=5000 ...; docs/clients.md); "
+        "overrides the options above; repeatable",
+    )
     produce.set_defaults(run=cmd_produce)
 
     consume = commands.add_parser(
@@ -220,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="start at the earliest stored message (with --group: where nothing is committed)",
     )
     start.add_argument(
-        "--offset", type=_non_negative_int, help="start at this offset (needs --partition)"
+        "--offset", type=_start_offset, metavar="earliest|latest|N",
+        help="where to start: earliest or latest for every partition (with --group: where "
+        "nothing is committed), or offset N (needs --partition)",
     )
     consume.add_argument(
         "--max-messages", type=_positive_int, help="exit after this many messages"
@@ -231,7 +247,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit when no message arrives for this long (default: wait forever)",
     )
     consume.add_argument(
-        "--key-separator", metavar="SEP", help="print the key and SEP before each value"
+        "--key-separator", metavar="SEP",
+        help="print the key and SEP before each value (with --print: SEP after each field)",
+    )
+    consume.add_argument(
+        "--print", dest="print_fields", type=_print_fields, default=[], metavar="FIELDS",
+        help="print these fields before each value, in this order, each followed by a tab (or "
+        f"--key-separator's SEP): a comma-separated list of {', '.join(_PRINT_FIELDS)} "
+        "(kafka-console-consumer's print.* properties; a null key or value prints as null)",
+    )
+    consume.add_argument(
+        "--format", dest="data_format", choices=["text", "base64", "hex"], default="text",
+        help="how keys and values are printed, also with --json: text (UTF-8, any other byte "
+        "as a \\xNN escape), base64 or hex (default: text)",
+    )
+    consume.add_argument(
+        "-X", "--consumer-property", dest="properties", action="append",
+        type=_client_property(Consumer, "consumer"), default=[], metavar="KEY=VALUE",
+        help="a Consumer setting, by its odradek or Kafka name (max_poll_records=10, "
+        "session.timeout.ms=6000, check_crcs=false ...; docs/clients.md); overrides what the "
+        "options above set; repeatable",
     )
     consume.add_argument("--group", metavar="G", help="consume as a member of consumer group G")
     consume.add_argument(
@@ -279,6 +314,93 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
     return key, value
+
+
+def _start_offset(text: str) -> str | int:
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        return _non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not earliest, latest or an offset (a whole number, at least 0)"
+        ) from None
+
+
+_PRINT_FIELDS = ("topic", "partition", "offset", "timestamp", "key")
+
+
+def _print_fields(text: str) -> list[str]:
+    fields = [field.strip() for field in text.split(",") if field.strip()]
+    unknown = [field for field in fields if field not in _PRINT_FIELDS]
+    if unknown or not fields:
+        raise argparse.ArgumentTypeError(
+            f"unknown field {(unknown or [text])[0]!r}; choose from {', '.join(_PRINT_FIELDS)}"
+        )
+    return fields
+
+
+#: Kafka's names for the client settings whose odradek name is not Kafka's with _ for .
+_KAFKA_NAMES = {
+    "batch.size": "batch_bytes",
+    "buffer.memory": "buffer_bytes",
+    "max.request.size": "max_request_bytes",
+    "compression.type": "compression",
+    "max.partition.fetch.bytes": "partition_fetch_bytes",
+    "fetch.message.max.bytes": "max_partition_fetch_bytes",
+}
+#: settings the CLI has its own options for, or that are no text: not passed by -X
+_NOT_PROPERTIES = {"bootstrap", "group_id", "partitioner"}
+
+
+def _client_property(client: type, role: str) -> Callable[[str], tuple[str, Any]]:
+    """An argparse type for ``-X KEY=VALUE``: KEY is a keyword argument of ``client`` (or its
+    Kafka name), VALUE converted to the type the argument is annotated with."""
+    annotations = {
+        name: str(parameter.annotation)
+        for name, parameter in inspect.signature(client).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in _NOT_PROPERTIES
+    }
+
+    def parse(text: str) -> tuple[str, Any]:
+        key, value = _key_value(text)
+        name = _KAFKA_NAMES.get(key, key.replace(".", "_").replace("-", "_"))
+        if name not in annotations:
+            raise argparse.ArgumentTypeError(
+                f"unknown {role} property {key!r}; known: {', '.join(annotations)}"
+            )
+        try:
+            return name, _convert_setting(value, annotations[name])
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{role} property {key!r}: {exc}") from None
+
+    parse.__name__ = f"{role} property"
+    return parse
+
+
+def _convert_setting(text: str, annotation: str) -> Any:
+    kinds = [kind.strip() for kind in annotation.split("|")]
+    if "bool" in kinds:
+        if text.lower() in ("true", "yes", "1"):
+            return True
+        if text.lower() in ("false", "no", "0"):
+            return False
+        raise ValueError(f"{text!r} is not true or false")
+    for kind in kinds:
+        if kind in ("int", "float"):
+            try:
+                return int(text)
+            except ValueError:
+                if kind == "float":
+                    try:
+                        return float(text)
+                    except ValueError:
+                        pass
+        elif kind != "None":
+            return text  # str, or a name the client parses itself (Codec, OffsetReset)
+    names = {"int": "a whole number", "float": "a number"}
+    wanted = " or ".join(names.get(k, k) for k in kinds if k != "None")
+    raise ValueError(f"{text!r} is not {wanted}")
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -483,8 +605,10 @@ def cmd_topics_delete(args: argparse.Namespace, output: Output) -> int:
 def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None = None) -> int:
     source = stdin if stdin is not None else sys.stdin.buffer
     separator = None if args.key_separator is None else args.key_separator.encode()
+    null_marker = None if args.null_marker is None else args.null_marker.encode()
     sent = failed = 0
     first_error: list[BaseException] = []
+    stopped: tuple[int, str] | None = None  # the line and the error that stopped the input
 
     def count(future: Any) -> None:
         nonlocal failed
@@ -494,20 +618,26 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
             if not first_error:
                 first_error.append(error)
 
+    settings: dict[str, Any] = {
+        "acks": args.acks,
+        "compression": args.compression,
+        "linger_ms": args.linger_ms,
+        "batch_bytes": args.batch_bytes,
+        "max_block_ms": args.api_timeout_ms,
+        "delivery_timeout_ms": max(args.api_timeout_ms, 30_000),
+    }
+    settings.update(args.properties)
     started = time.monotonic()
-    with StopRequest() as stop, Producer(
-        args.bootstrap,
-        acks=args.acks,
-        compression=args.compression,
-        linger_ms=args.linger_ms,
-        batch_bytes=args.batch_bytes,
-        max_block_ms=args.api_timeout_ms,
-        delivery_timeout_ms=max(args.api_timeout_ms, 30_000),
-    ) as producer:
+    with StopRequest() as stop, Producer(args.bootstrap, **settings) as producer:
         producer.partitions_for(args.topic)  # fail fast, naming the topic, if it is unusable
         lines = iter(source)
         number = 0
-        while not stop.requested:  # a stop signal: send what was read, report, exit 128+N
+        # A stop signal: send what was read, report, exit 128+N. A message that fails (at
+        # once, or when its batch is answered) stops the input: the summary names the error.
+        while not stop.requested:
+            if first_error:
+                stopped = (number, f"a message failed: {first_error[0]}")
+                break
             try:
                 with stop.interruptible():
                     line = next(lines, None)
@@ -521,12 +651,23 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
             if separator is not None:
                 key, sep, value = value.partition(separator)
                 if not sep:
-                    output.note(f"odradek: error: line {number} has no key separator")
-                    return 1
-            future = producer.send(args.topic, value, key=key, partition=args.partition)
+                    stopped = (number, f"line {number} has no key separator")
+                    break
+            try:
+                future = producer.send(
+                    args.topic,
+                    None if value == null_marker else value,
+                    key=key,
+                    partition=args.partition,
+                )
+            except OdradekError as exc:  # too large, no such partition, no room in time
+                stopped = (number, f"line {number}: {exc or type(exc).__name__}")
+                break
             future.add_done_callback(count)
             sent += 1
         producer.flush()
+    if stopped is None and first_error:  # the last batches failed after the input ended
+        stopped = (number, f"a message failed: {first_error[0]}")
     elapsed = max(time.monotonic() - started, 1e-9)
     acknowledged = sent - failed
     if args.json:
@@ -537,6 +678,8 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
                 "failed": failed,
                 "seconds": round(elapsed, 3),
                 "msgs_per_s": round(acknowledged / elapsed, 1),
+                "error": None if stopped is None else stopped[1],
+                "stopped_at_line": None if stopped is None else stopped[0],
             }
         )
     else:
@@ -544,8 +687,11 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
             f"sent {acknowledged} messages to {args.topic!r} in {elapsed:.2f} s "
             f"({acknowledged / elapsed:,.0f} msgs/s)"
         )
-    if first_error:
-        output.note(f"odradek: error: {failed} messages failed; first: {first_error[0]}")
+    if stopped is not None:
+        output.note(
+            f"odradek: error: stopped after reading {stopped[0]} lines: {acknowledged} sent, "
+            f"{failed} failed; stopped by {stopped[1]}"
+        )
         return 1
     return 0 if stop.signum is None else 128 + stop.signum
 
@@ -556,14 +702,20 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
         output.note(f"odradek: error: {problem}")
         return 1
     group = args.group is not None
+    settings: dict[str, Any] = {
+        "auto_offset_reset": "earliest"
+        if args.from_beginning or args.offset == "earliest"
+        else "latest",
+        "enable_auto_commit": group and args.commit == "auto",
+        "default_api_timeout_ms": args.api_timeout_ms,
+    }
+    settings.update(args.properties)
     # SIGTERM and Ctrl-C end the loop between polls; leaving the block closes the consumer
     # (final commit, LeaveGroup) with the signals still deferred, then the summary: exit 0.
     with StopRequest() as stop, Consumer(
         args.bootstrap,
         group_id=args.group,
-        auto_offset_reset="earliest" if args.from_beginning else "latest",
-        enable_auto_commit=group and args.commit == "auto",
-        default_api_timeout_ms=args.api_timeout_ms,
+        **settings,
     ) as consumer:
         if group:
             if args.pattern:
@@ -582,8 +734,11 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
 
 
 def _consume_usage_problem(args: argparse.Namespace) -> str | None:
-    if args.offset is not None and args.partition is None:
-        return "--offset needs --partition"
+    numbered = isinstance(args.offset, int)
+    if numbered and args.group is not None:
+        return "--offset N cannot be used with --group (earliest or latest can)"
+    if numbered and args.partition is None:
+        return "--offset N needs --partition (earliest or latest do not)"
     if args.partition is not None and len(args.topics) > 1:
         return "--partition needs exactly one TOPIC"
     if args.group is None:
@@ -611,9 +766,9 @@ def _assign_for_consume(consumer: Consumer, args: argparse.Namespace, output: Ou
             partitions = [args.partition]
         tps += [TopicPartition(topic, p) for p in partitions]
     consumer.assign(tps)
-    if args.from_beginning:
+    if args.from_beginning or args.offset == "earliest":
         consumer.seek_to_beginning()
-    elif args.offset is not None:
+    elif isinstance(args.offset, int):
         consumer.seek(tps[0], args.offset)
     else:
         consumer.seek_to_end()
@@ -670,6 +825,7 @@ def _report_async_commit(output: Output) -> Callable[[Any, BaseException | None]
 
 
 def _record_writer(args: argparse.Namespace, output: Output) -> Callable[[ConsumerRecord], None]:
+    _text = _DATA_FORMATS[args.data_format]
     if args.json:
 
         def write_json(record: ConsumerRecord) -> None:
@@ -685,13 +841,19 @@ def _record_writer(args: argparse.Namespace, output: Output) -> Callable[[Consum
             )
 
         return write_json
-    separator = args.key_separator
+    separator = "\t" if args.key_separator is None else args.key_separator
+    fields = args.print_fields or (["key"] if args.key_separator is not None else [])
+
+    def show(data: bytes | None) -> str:
+        text = _text(data)
+        return "null" if text is None else text
 
     def write_line(record: ConsumerRecord) -> None:
-        value = _text(record.value) or ""
-        if separator is not None:
-            value = f"{_text(record.key) or ''}{separator}{value}"
-        output.out.write(value + "\n")
+        printed = [
+            show(record.key) if field == "key" else str(getattr(record, field))
+            for field in fields
+        ]
+        output.out.write("".join(part + separator for part in printed) + show(record.value) + "\n")
 
     return write_line
 
@@ -699,6 +861,19 @@ def _record_writer(args: argparse.Namespace, output: Output) -> Callable[[Consum
 def _text(data: bytes | None) -> str | None:
     """Bytes as text: UTF-8, with any byte that is not UTF-8 written as a \\xNN escape."""
     return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _base64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else data.hex()
+
+
+_DATA_FORMATS: dict[str, Callable[[bytes | None], str | None]] = {
+    "text": _text, "base64": _base64, "hex": _hex
+}
 
 
 # -------------------------------------------------------------------------------------- main

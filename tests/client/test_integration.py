@@ -248,6 +248,29 @@ def test_cli_topics_produce_consume(broker) -> None:
     assert "cli" in gone.stderr and "Traceback" not in gone.stderr
 
 
+def test_cli_tombstones_offsets_print_properties_and_failures(broker) -> None:
+    produced = odradek(broker, "produce", "cli-more", "--key-separator", ":", "--null-marker",
+                       "NULL", "-X", "acks=all", "-X", "linger.ms=0",
+                       stdin=b"a:one\nb:NULL\na:three\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = odradek(broker, "consume", "cli-more", "--offset", "earliest", "--max-messages",
+                       "3", "--print", "partition,offset,key", "-X", "max.poll.records=1")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout == "0\t0\ta\tone\n0\t1\tb\tnull\n0\t2\ta\tthree\n"
+    hexed = odradek(broker, "consume", "cli-more", "--partition", "0", "--offset", "2",
+                    "--max-messages", "1", "--format", "hex", "--json")
+    record = json.loads(hexed.stdout)
+    assert (record["offset"], record["key"], record["value"]) == (2, "61", b"three".hex())
+    # over the broker's message limit: the producer lets it go, the broker refuses it
+    big = odradek(broker, "produce", "cli-more", "-X", "max.request.size=4194304",
+                  "-X", "batch.size=4194304", stdin=b"H" * (2 << 20) + b"\n")
+    assert big.returncode == 1
+    assert re.search(r"stopped after reading 1 lines: 0 sent, 1 failed; stopped by a message "
+                     r"failed: .*cli-more-0", big.stderr), big.stderr
+    unknown = odradek(broker, "produce", "cli-more", "-X", "batch.sise=1")
+    assert unknown.returncode == 2 and "unknown producer property 'batch.sise'" in unknown.stderr
+
+
 def test_cli_errors_name_the_topic(broker) -> None:
     assert odradek(broker, "topics", "create", "dup").returncode == 0
     again = odradek(broker, "topics", "create", "dup")
