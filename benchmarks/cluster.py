@@ -601,6 +601,19 @@ def controller_failover(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+def bench_workdir(stack: contextlib.ExitStack, keep: Path | None, name: str,
+                  parser: argparse.ArgumentParser) -> Path:
+    """A temporary directory for the run, or ``--keep DIR`` (new or empty) to look at later."""
+    if keep is None:
+        return Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix=f"odradek-bench-{name}-")))
+    workdir = keep.absolute()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if any(workdir.iterdir()):
+        parser.error(f"--keep {workdir}: not empty")
+    return workdir
+
+
 def _exit_on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -623,14 +636,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     with contextlib.ExitStack() as stack:
-        if args.keep is None:
-            workdir = Path(stack.enter_context(
-                tempfile.TemporaryDirectory(prefix="odradek-bench-cluster-")))
-        else:
-            workdir = args.keep.absolute()
-            workdir.mkdir(parents=True, exist_ok=True)
-            if any(workdir.iterdir()):
-                parser.error(f"--keep {workdir}: not empty")
+        workdir = bench_workdir(stack, args.keep, "cluster", parser)
         cluster = Cluster(workdir, BROKERS, args.session_timeout_ms)
         try:
             try:

@@ -66,7 +66,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -80,6 +79,7 @@ from typing import Any
 from benchmarks.cluster import (
     BenchError,
     Cluster,
+    bench_workdir,
     detection_window,
     metadata_from,
 )
@@ -805,14 +805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     with contextlib.ExitStack() as stack:
-        if args.keep is None:
-            workdir = Path(stack.enter_context(
-                tempfile.TemporaryDirectory(prefix="odradek-bench-replication-")))
-        else:
-            workdir = args.keep.absolute()
-            workdir.mkdir(parents=True, exist_ok=True)
-            if any(workdir.iterdir()):
-                parser.error(f"--keep {workdir}: not empty")
+        workdir = bench_workdir(stack, args.keep, "replication", parser)
         cluster = Cluster(workdir, BROKERS, args.session_timeout_ms)
         try:
             try:
