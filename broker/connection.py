@@ -82,7 +82,9 @@ class Connection:
 
     async def run(self) -> None:
         self._log.debug("connection.opened")
-        CLIENT_CONNECTION.set(ClientConnection(self.id, self.peer.rpartition(":")[0]))
+        CLIENT_CONNECTION.set(
+            ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket)
+        )
         reason = "closed by peer"
         try:
             while True:

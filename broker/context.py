@@ -3,9 +3,12 @@ the group coordinator's driver -- and which client connection the request came o
 
 from __future__ import annotations
 
+import socket
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import trio
 
 from broker.group_driver import GroupDriver
 
@@ -48,6 +51,22 @@ class BrokerContext:
 class ClientConnection:
     id: int
     host: str
+    #: The connection's socket, for ``peer_closed``; None where there is none to watch.
+    socket: trio.socket.SocketType | None = None
+
+    async def peer_closed(self) -> None:
+        """Return once the peer has closed its end (EOF or a socket error); never, if there is
+        no socket or the peer sends bytes first -- a pipelining client's next request is
+        readability too, and the EOF behind it is not visible until that request is read.
+        Only for a request's handler: the connection is not reading then (seed 001)."""
+        if self.socket is not None:
+            try:
+                if await self.socket.recv(1, socket.MSG_PEEK):
+                    await trio.sleep_forever()
+            except OSError:
+                pass
+            return
+        await trio.sleep_forever()
 
 
 #: Set by each connection's task for its own requests (trio gives every task its own copy of

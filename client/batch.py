@@ -4,6 +4,9 @@ futures ``Producer.send`` returns for its messages.
 A batch settles once for all its messages: one base offset or one error. Each message's future
 is just (batch, index), so completing a batch of thousands costs the same as completing one, and
 ``RecordMetadata`` is only built for the futures someone asks.
+
+A batch the broker refuses as too large is split into two (``split``), each settling on its own;
+a future of the split batch follows its message into the part that holds it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
 from protocol.compression import Codec
-from protocol.messageset import encode_message_set
+from protocol.messageset import HEADER_V1, encode_message_set
 
 Drive = Callable[[float], object]
 log = logging.getLogger("odradek.producer")
@@ -30,6 +33,7 @@ class ProducerBatch:
         "base_offset",
         "created",
         "error",
+        "parts",
         "records",
         "retry_at",
         "size",
@@ -45,6 +49,7 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.base_offset: int | None = None
         self.error: BaseException | None = None
+        self.parts: list[ProducerBatch] | None = None  # set once split: it never settles itself
         self._encoded: bytes | None = None
         self._callbacks: list[tuple[int, Callable[[RecordFuture], None]]] = []
         self._drive = drive
@@ -58,6 +63,28 @@ class ProducerBatch:
         if self._encoded is None:
             self._encoded = encode_message_set(self.records, codec=codec)
         return self._encoded
+
+    def split(self) -> list[ProducerBatch]:
+        """Two batches holding this one's messages, first half and second half (at least two
+        messages), to send in its place; its callbacks and futures move to them."""
+        half = len(self.records) // 2
+        parts = []
+        for records in (self.records[:half], self.records[half:]):
+            part = ProducerBatch(self.tp, self.created, self._drive)
+            part.records = records
+            part.size = sum(HEADER_V1 + len(k or b"") + len(v or b"") for k, v, _ in records)
+            part.attempts = self.attempts  # sent before: not merged with other batches again
+            parts.append(part)
+        parts[1].size = self.size - parts[0].size  # the buffer accounting stays exact
+        for index, fn in self._callbacks:
+            if index < half:
+                parts[0].add_callback(index, fn)
+            else:
+                parts[1].add_callback(index - half, fn)
+        self._callbacks = []
+        self._encoded = None
+        self.parts = parts
+        return parts
 
     def complete(self, base_offset: int) -> None:
         self.base_offset = base_offset
@@ -89,26 +116,39 @@ class RecordFuture:
         self._batch = batch
         self._index = index
 
+    def _current(self) -> ProducerBatch:
+        """The batch holding the message now: its own, or the part of it a split put it in."""
+        batch = self._batch
+        while (parts := batch.parts) is not None:
+            first = parts[0]
+            if self._index < len(first.records):
+                batch = first
+            else:
+                self._index -= len(first.records)
+                batch = parts[1]
+            self._batch = batch
+        return batch
+
     def done(self) -> bool:
-        return self._batch.done
+        return self._current().done
 
     def succeeded(self) -> bool:
-        return self._batch.base_offset is not None
+        return self._current().base_offset is not None
 
     def failed(self) -> bool:
-        return self._batch.error is not None
+        return self._current().error is not None
 
     def exception(self) -> BaseException | None:
-        return self._batch.error
+        return self._current().error
 
     @property
     def attempts(self) -> int:
         """How many times the message's batch has been sent (more than 1 after retries)."""
-        return self._batch.attempts
+        return self._current().attempts
 
     @property
     def value(self) -> RecordMetadata:
-        batch = self._batch
+        batch = self._current()
         if batch.base_offset is None:
             raise IllegalStateError("future has no value (pending or failed)")
         offset = batch.base_offset + self._index if batch.base_offset >= 0 else -1
@@ -116,7 +156,7 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Wait (driving I/O) up to ``timeout`` seconds, then return or raise."""
-        batch = self._batch
+        batch = self._current()
         if not batch.done:
             deadline = None if timeout is None else time.monotonic() + timeout
             while not batch.done:
@@ -124,6 +164,7 @@ class RecordFuture:
                 if remaining <= 0:
                     raise ClientTimeoutError(f"send to {batch.tp} not acknowledged in {timeout} s")
                 batch._drive(remaining)
+                batch = self._current()  # a split moves the message to a part
         if batch.error is not None:
             raise batch.error
         return self.value
@@ -133,7 +174,8 @@ class RecordFuture:
     def add_done_callback(self, fn: Callable[[RecordFuture], None]) -> None:
         """Call ``fn(future)`` when the batch settles (at once if it has). Callbacks run inside
         whichever producer call completes the batch."""
-        if self._batch.done:
+        batch = self._current()
+        if batch.done:
             fn(self)
         else:
-            self._batch.add_callback(self._index, fn)
+            batch.add_callback(self._index, fn)

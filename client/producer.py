@@ -46,6 +46,7 @@ from client.records import TopicPartition
 from protocol.apis import ApiKey
 from protocol.compression import Codec
 from protocol.errors import (
+    ErrorCode,
     MessageTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -55,6 +56,8 @@ from protocol.messageset import HEADER_V1
 log = logging.getLogger("odradek.producer")
 
 _IO_INTERVAL = 0.001  # send() reads responses at least this often (seconds)
+#: A refused message set that may fit once split (the whole set, or its share of a segment).
+_TOO_LARGE_ERRORS = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 
 
 def parse_acks(acks: int | str) -> int:
@@ -392,6 +395,9 @@ class Producer:
                 self._settle_ok(batches, result["base_offset"])
                 continue
             error = partition_error(tp, code, result["error_message"])
+            if code in _TOO_LARGE_ERRORS:
+                self._split_or_fail(batches, error)
+                continue
             if code in STALE_METADATA_ERRORS:
                 self._metadata.request_update([tp.topic])  # that topic only: cost O(1)
             self._retry_or_fail(batches, error)
@@ -408,6 +414,18 @@ class Producer:
             self._accumulator.reenqueue(batches, now + self._backoff)
         else:
             self._settle_failed(batches, error)
+
+    def _split_or_fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
+        """The broker refused the message set as too large: as Kafka's producer does, send
+        each batch alone and each batch of several messages as two halves, at once (no retry
+        is spent: the same bytes would fail again). A single message fails with the error."""
+        if self._closed or (len(batches) == 1 and len(batches[0].records) == 1):
+            self._settle_failed(batches, error)
+            return
+        parts = [p for b in batches for p in (b.split() if len(b.records) > 1 else [b])]
+        log.info("%s: %s; sending %d batches of %d messages in its place", batches[0].tp,
+                 error, len(parts), sum(len(b.records) for b in batches))
+        self._accumulator.reenqueue(parts, self._clock())
 
     def _settle_ok(self, batches: list[ProducerBatch], base_offset: int) -> None:
         self._accumulator.release(batches)

@@ -6,7 +6,8 @@ the high watermark; the chunk may end in a partial entry (the client drops it). 
 whole ``max_bytes`` even past that bound, so that a response always makes progress.
 
 When fewer than ``min_bytes`` are available and no partition has an error, the fetch parks
-until an append to one of its partitions, its ``max_wait_ms``, or shutdown, then reads again.
+until an append to one of its partitions, its ``max_wait_ms``, or shutdown, then reads again;
+or until its client closes the connection, which ends the fetch at once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import structlog
 import trio
 
-from broker.context import BrokerContext
+from broker.context import CLIENT_CONNECTION, BrokerContext
 from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult
@@ -43,7 +44,31 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
         ):
             return _response(topics)
         log.debug("fetch.parked", partitions=len(partitions), available=available)
+        if await _park(ctx, partitions, deadline):
+            # nobody is left to answer: release the fetch now rather than at max_wait_ms
+            log.debug("fetch.released", reason="peer closed")
+            return _response(topics)
+
+
+async def _park(ctx: BrokerContext, partitions: list[tuple[str, int]], deadline: float) -> bool:
+    """Wait in the purgatory; True if the client closed its connection meanwhile."""
+    client = CLIENT_CONNECTION.get()
+    if client is None or client.socket is None:
         await ctx.purgatory.wait(partitions, deadline)
+        return False
+    closed = False
+
+    async def watch_peer(scope: trio.CancelScope) -> None:
+        nonlocal closed
+        await client.peer_closed()
+        closed = True
+        scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_peer, nursery.cancel_scope)
+        await ctx.purgatory.wait(partitions, deadline)
+        nursery.cancel_scope.cancel()
+    return closed
 
 
 def _response(topics: list[dict[str, Any]]) -> dict[str, Any] | WithFileSlices:

@@ -174,9 +174,8 @@ class PartitionLog:
             layout.write_offset_file(
                 directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
             )
-        now = clock()
         if segments[-1].size:
-            segments[-1].first_append_time = now
+            segments[-1].first_append_time = _roll_clock_start(segments[-1], clock())
         checkpoint = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
         checkpoint = min(checkpoint or 0, segments[-1].base_offset)
         leader_epochs = LeaderEpochCache.load(directory / layout.LEADER_EPOCH_CHECKPOINT)
@@ -623,7 +622,7 @@ class PartitionLog:
         last = keep[-1]
         last.truncate_to(offset)
         if last.first_append_time is None and last.size:
-            last.first_append_time = self._clock()
+            last.first_append_time = _roll_clock_start(last, self._clock())
         self._segments = SegmentList(keep)
         self._unflushed = [s for s in self._unflushed if s in keep and s is not last]
         os.fsync(last.file.fileno())
@@ -890,6 +889,14 @@ def _discard(cleaned: list[Segment]) -> None:
     for segment in cleaned:
         if segment.suffix:
             segment.delete_files()
+
+
+def _roll_clock_start(segment: Segment, now: float) -> float:
+    """Where segment_ms counts from for a segment reopened with data: its first message's
+    timestamp (as Kafka counts from the first batch's), so a restart does not postpone the
+    roll; ``now`` when that carries none (magic 0) or lies in the future."""
+    first_ms = segment.first_timestamp_ms()
+    return now if first_ms < 0 else min(now, first_ms / 1000)
 
 
 def _segment_bases(directory: Path) -> list[int]:

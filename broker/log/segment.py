@@ -366,6 +366,13 @@ class Segment:
                 )
             position += p
 
+    def first_timestamp_ms(self) -> int:
+        """The first entry's timestamp (a compressed set's: its largest), -1 when it carries
+        none or the segment is empty: one header read."""
+        for *_, timestamp in self._headers(0):
+            return timestamp
+        return -1
+
     def find_position(self, offset: int) -> int:
         """The position of the first entry holding ``offset`` or a later one; ``size`` if
         there is none (the offset is beyond this segment, or compacted away at its end)."""

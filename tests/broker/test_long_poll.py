@@ -97,3 +97,29 @@ def test_other_connections_are_served_while_a_fetch_is_parked(
         assert [m.value for m in other.fetch("u")] == [b"elsewhere"]
         other.produce("t", [b"now"])
         assert _answer(waiter, sent)["high_watermark"] == 1
+
+
+def test_a_client_closing_releases_its_parked_fetch(debug_broker: BrokerProcess) -> None:
+    """Not at max_wait_ms: the broker watches the socket of a parked fetch for the peer's EOF."""
+    with RawClient(debug_broker.address) as waiter:
+        waiter.create_topic("t")
+        waiter.send(ApiKey.FETCH, fetch_body("t", 0, 0, 1 << 20, NEVER_MS, 1))
+        debug_broker.wait_for_log("fetch.parked")
+    debug_broker.wait_for_log("fetch.released", timeout=10)
+    debug_broker.wait_for_log("connection.closed", timeout=10)
+
+
+def test_a_pipelined_request_does_not_release_a_parked_fetch(
+    debug_broker: BrokerProcess,
+) -> None:
+    """The next request is readability on the socket too, but not the peer closing."""
+    with RawClient(debug_broker.address) as waiter, RawClient(debug_broker.address) as producer:
+        producer.create_topic("t")
+        sent = waiter.send(ApiKey.FETCH, fetch_body("t", 0, 0, 1 << 20, NEVER_MS, 1))
+        debug_broker.wait_for_log("fetch.parked")
+        waiter.send(ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False})
+        producer.produce("t", [b"hello"])
+        result = _answer(waiter, sent)
+        assert waiter.receive()[0] == sent + 1
+    assert result["high_watermark"] == 1
+    assert "fetch.released" not in debug_broker.log_text()

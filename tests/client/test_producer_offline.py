@@ -113,6 +113,48 @@ def test_a_non_retriable_error_fails_the_future_with_its_type_and_partition(
     assert count(fake, ApiKey.PRODUCE) == 1
 
 
+def _refuse_sets_over(limit: int, code: ErrorCode = ErrorCode.MESSAGE_TOO_LARGE):
+    """A broker's max_message_bytes: a Produce whose message set is over ``limit`` bytes is
+    refused with ``code``; others are stored."""
+
+    def answer(request):
+        sizes = [len(p["records"]) for t in request.body["topics"] for p in t["partitions"]]
+        return produce_error(code)(request) if max(sizes) > limit else None
+
+    return always(ApiKey.PRODUCE, answer)
+
+
+@pytest.mark.parametrize("code", [ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE])
+def test_a_batch_refused_as_too_large_is_split_and_sent_in_order(
+    fake: FakeBroker, code: ErrorCode
+) -> None:
+    fake.faults.append(_refuse_sets_over(300, code))
+    callbacks: list[int] = []
+    with Producer(fake.bootstrap, linger_ms=60_000, retries=0) as producer:
+        futures = [producer.send("t", b"%d" % i + b"v" * 60) for i in range(8)]
+        futures[5].add_done_callback(lambda f: callbacks.append(f.result().offset))
+        producer.flush(5)
+        offsets = [f.result(timeout=5).offset for f in futures]
+    assert offsets == list(range(8))
+    assert callbacks == [5]
+    assert stored_values(fake) == [b"%d" % i + b"v" * 60 for i in range(8)]
+    assert count(fake, ApiKey.PRODUCE) > 2  # refused whole, then sent in parts
+
+
+def test_a_single_message_too_large_fails_and_the_rest_of_its_batch_is_stored(
+    fake: FakeBroker,
+) -> None:
+    fake.faults.append(_refuse_sets_over(300))
+    with Producer(fake.bootstrap, linger_ms=60_000) as producer:
+        small = [producer.send("t", b"s%d" % i) for i in range(3)]
+        big = producer.send("t", b"b" * 400)
+        producer.flush(5)
+        with pytest.raises(MessageTooLargeError, match="t-0"):
+            big.result(timeout=5)
+        assert [f.result(timeout=5).offset for f in small] == [0, 1, 2]
+    assert stored_values(fake) == [b"s0", b"s1", b"s2"]
+
+
 def test_retries_stop_after_the_configured_number(fake: FakeBroker) -> None:
     fake.faults.append(always(ApiKey.PRODUCE, produce_error(ErrorCode.NOT_LEADER_FOR_PARTITION)))
     with Producer(fake.bootstrap, retries=2, retry_backoff_ms=1) as producer:

@@ -265,6 +265,36 @@ def test_segments_roll_by_age(open_log: OpenLog, clock: FakeClock) -> None:
     assert log.segment_base_offsets == (0, 4)
 
 
+def test_segment_age_counts_from_its_first_message_across_a_reopen(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    """segment_ms counts from the segment's first message, not from the first append since
+    the log was opened: a restart does not postpone the roll."""
+    log = open_log(segment_ms=60_000, segment_bytes=1 << 20)
+    log.append(plain(b"k", b"first", clock.ms))
+    log.close()
+    clock.advance(61)
+    log = open_log(segment_ms=60_000, segment_bytes=1 << 20)
+    log.append(plain(b"k", b"second", clock.ms))
+    assert log.segment_base_offsets == (0, 1)
+
+
+def test_a_reopened_segment_with_a_future_timestamp_counts_from_the_reopen(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    log = open_log(segment_ms=60_000, segment_bytes=1 << 20)
+    log.append(plain(b"k", b"first", clock.ms + 3_600_000))  # a producer clock ahead
+    log.close()
+    clock.advance(30)
+    log = open_log(segment_ms=60_000, segment_bytes=1 << 20)
+    clock.advance(59)
+    log.append(plain(b"k", b"second", clock.ms))
+    assert log.segment_base_offsets == (0,)
+    clock.advance(2)
+    log.append(plain(b"k", b"third", clock.ms))
+    assert log.segment_base_offsets == (0, 2)
+
+
 def test_roll_on_request_and_never_an_empty_segment(open_log: OpenLog) -> None:
     log = open_log()
     log.roll()
