@@ -66,6 +66,7 @@ class ErrorCode(IntEnum):
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
+    OFFSET_NOT_AVAILABLE = 78
     UNKNOWN_LEADER_EPOCH = 75
     INVALID_RECORD = 87
     UNKNOWN_ASSIGNMENT_STRATEGY = 200
@@ -195,6 +196,11 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
         "", False, "The group has members; it can only be deleted or reset when Empty."
     ),
     ErrorCode.GROUP_ID_NOT_FOUND: _i("", False, "No group with that id exists."),
+    ErrorCode.OFFSET_NOT_AVAILABLE: _i(
+        "", True,
+        "A new leader does not know its high watermark yet (its followers have not fetched "
+        "from it since it took over); ask again.",
+    ),
     ErrorCode.FENCED_LEADER_EPOCH: _i(
         "", True, "The request names a leader epoch older than the leader's own."
     ),
@@ -422,6 +428,10 @@ class GroupIdNotFoundError(BrokerError):
 
 class InvalidRecordError(BrokerError):
     code = ErrorCode.INVALID_RECORD
+
+
+class OffsetNotAvailableError(BrokerError):
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
 
 
 class FencedLeaderEpochError(BrokerError):

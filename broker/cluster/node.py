@@ -56,6 +56,7 @@ from protocol.errors import (
     LeaderNotAvailableError,
     NotControllerError,
     NotLeaderForPartitionError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     StaleControllerEpochError,
     TopicAlreadyExistsError,
@@ -435,6 +436,12 @@ class ClusterNode:
         configs = self.cache.configs.get(topic, {})
         value = configs.get("min_insync_replicas", configs.get("min.insync.replicas"))
         return self.settings.min_insync_replicas if value is None else int(value)
+
+    def check_high_watermark_known(self, topic: str, partition: int) -> None:
+        if self._replicas.high_watermark_pending((topic, partition)):
+            raise OffsetNotAvailableError(
+                f"{topic}-{partition}: the new leader (broker {self.broker_id}) does not know "
+                "its high watermark yet")
 
     def check_min_isr(self, topic: str, partition: int) -> None:
         self._replicas.check_min_isr((topic, partition), self.min_insync(topic))

@@ -210,6 +210,15 @@ class ReplicaManager:
         if replica is not None:
             self._advance_high_watermark(replica)
 
+    def high_watermark_pending(self, tp: TopicPartition) -> bool:
+        """KIP-207: a new leader's high watermark is the one it had as a follower, which may be
+        behind the old leader's, until the ISR fetches from it past its epoch's start. Until
+        then it answers ListOffsets latest with OFFSET_NOT_AVAILABLE, not a number that went
+        backwards."""
+        replica = self.leading(tp)
+        return replica is not None and (
+            replica.plog.high_watermark < self._epoch_start(replica))
+
     def _epoch_start(self, replica: Replica) -> int:
         """Where this leader's epoch began: a follower joins the ISR only past it (Kafka)."""
         for entry in reversed(replica.plog.leader_epochs.entries):

@@ -35,6 +35,8 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> d
     if ctx.cluster is not None:
         try:
             ctx.cluster.check_leader(topic, partition)
+            if timestamp == LATEST_TIMESTAMP:
+                ctx.cluster.check_high_watermark_known(topic, partition)
         except BrokerError as exc:
             return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)
