@@ -3,23 +3,30 @@ group, both allowed only while the group is Empty (no members -- its consumers s
 
 reset-offsets plans first and prints the plan; only ``--execute`` commits it (with generation
 -1, which the coordinator accepts only from outside an Empty group, so a group that gained
-members meanwhile is refused there too). Exit status: 0 done (or planned), 1 refused or failed.
+members meanwhile is refused there too). ``--export`` prints the plan as Kafka's plan file
+(CSV ``topic,partition,offset``, no header) instead of the table; ``--from-file`` applies such a
+file, so ``--to-current --export`` saves where a group is and ``--from-file`` puts it back.
+Exit status: 0 done (or planned), 1 refused or failed, 2 bad usage.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from client.consumer import Consumer
 from client.group_admin import GroupAdmin
 from client.offset_reset import (
+    OffsetResetError,
     ResetSpec,
     ResetTo,
     parse_datetime_ms,
+    parse_reset_plan,
     partitions_to_reset,
     plan_reset,
+    plan_topics,
 )
 from protocol.errors import GroupIdNotFoundError, NonEmptyGroupError
 
@@ -39,13 +46,15 @@ def add_group_change_parsers(
         parents=parents,
         help="move an Empty group's committed offsets",
         description="Move the committed offsets of an Empty group (no running members) for the "
-        "partitions --topic names. Prints the plan; --execute commits it. Targets outside a "
-        "partition's stored range are clamped into it.",
+        "partitions --topic names (or the plan file --from-file names). Prints the plan; "
+        "--execute commits it. Targets outside a partition's stored range are clamped into it "
+        "(except --to-current's, which stay as committed).",
     )
     reset.add_argument("group", help="the group id")
     reset.add_argument(
-        "--topic", action="append", required=True, metavar="T[:P,...]",
-        help="a topic, or some of its partitions as T:0,1,2 (repeatable)",
+        "--topic", action="append", metavar="T[:P,...]",
+        help="a topic, or some of its partitions as T:0,1,2 (repeatable; required unless "
+        "--from-file)",
     )
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true",
@@ -58,10 +67,21 @@ def add_group_change_parsers(
     target.add_argument("--to-datetime", metavar="ISO",
                         help="the first message at or after this time, e.g. 2026-11-23T10:00:00 "
                         "(local time unless it names an offset such as +00:00)")
+    target.add_argument("--to-current", action="store_true",
+                        help="the committed offset as it is; the log end where the group has "
+                        "committed nothing (Kafka's choice). With --export: save a group's "
+                        "position as a plan file")
+    target.add_argument("--from-file", metavar="FILE",
+                        help="the offsets of a plan file (- for stdin): CSV lines "
+                        "topic,partition,offset as --export prints them, or Kafka's "
+                        "group,topic,partition,offset; replaces --topic")
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="only print the plan (default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    reset.set_defaults(run=cmd_groups_reset_offsets)
+    reset.add_argument("--export", action="store_true",
+                       help="print the plan as CSV topic,partition,offset (Kafka's plan file, "
+                       "for --from-file) instead of the table; not with --json")
+    reset.set_defaults(run=cmd_groups_reset_offsets, reset_parser=reset)
 
     delete = actions.add_parser(
         "delete", parents=parents, help="delete Empty groups and their committed offsets"
@@ -79,10 +99,32 @@ def _spec(args: argparse.Namespace) -> ResetSpec:
         return ResetSpec(ResetTo.OFFSET, args.to_offset)
     if args.shift_by is not None:
         return ResetSpec(ResetTo.SHIFT, args.shift_by)
+    if args.to_current:
+        return ResetSpec(ResetTo.CURRENT)
+    if args.from_file is not None:
+        return ResetSpec(ResetTo.FILE, plan=parse_reset_plan(
+            _read_plan(args.from_file), args.group, args.from_file))
     return ResetSpec(ResetTo.DATETIME, parse_datetime_ms(args.to_datetime))
 
 
+def _read_plan(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise OffsetResetError(f"--from-file {path!r}: {exc.strerror or exc}") from None
+
+
 def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
+    usage = args.reset_parser
+    if args.from_file is None and not args.topic:
+        usage.error("name the partitions with --topic (or give a plan with --from-file)")
+    if args.from_file is not None and args.topic:
+        usage.error("--from-file names its partitions itself: leave out --topic")
+    if args.export and args.json:
+        usage.error("--export prints CSV: leave out --json")
     spec = _spec(args)
     with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
         try:
@@ -101,7 +143,8 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
         args.bootstrap, group_id=args.group, enable_auto_commit=False,
         default_api_timeout_ms=args.api_timeout_ms,
     ) as consumer:
-        partitions = partitions_to_reset(consumer, args.topic)
+        partitions = partitions_to_reset(
+            consumer, args.topic if spec.plan is None else plan_topics(spec.plan))
         plan = plan_reset(consumer, partitions, committed, spec)
         if args.execute:
             consumer.commit(offsets=plan)
@@ -110,7 +153,12 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
          "new_offset": offset}
         for tp, offset in sorted(plan.items())
     ]
-    if args.json:
+    if args.export:
+        output.out.write("".join(f"{r['topic']},{r['partition']},{r['new_offset']}\n"
+                                 for r in rows))
+        if not args.execute:
+            output.note("dry run: --execute to commit")
+    elif args.json:
         output.json({"group": args.group, "executed": bool(args.execute), "offsets": rows})
     else:
         output.table(

@@ -1,5 +1,5 @@
-"""``odradek groups list`` and ``odradek groups describe GROUP``: enough to watch the
-coordinator's machines work.
+"""``odradek groups list`` and ``odradek groups describe GROUP...`` (or ``--all-groups``):
+enough to watch the coordinator's machines work.
 
 ``describe`` has the three views of Kafka's ``kafka-consumer-groups --describe``, with its
 column names: by default one row per partition (committed offset, log end, lag and owner) under
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from client.cli_group_changes import add_group_change_parsers
 from client.group_admin import GroupAdmin, GroupDescription, MemberDescription, PartitionLag
+from protocol.errors import GroupIdNotFoundError
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
@@ -57,13 +58,18 @@ def add_groups_parser(
         "generation and member count, then per partition " + ", ".join(OFFSET_COLUMNS[1:])
         + ".",
     )
-    describe.add_argument("group", help="the group id")
+    describe.add_argument("groups", nargs="*", metavar="GROUP", help="the group ids")
+    describe.add_argument(
+        "--all-groups", action="store_true",
+        help="every group any broker coordinates (ListGroups to each broker), instead of "
+        "naming groups; --json then prints a list, one entry per group",
+    )
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--members", action="store_true",
                       help="one row per member: " + ", ".join(MEMBER_COLUMNS[1:]))
     view.add_argument("--state", action="store_true",
                       help="one row for the group: " + ", ".join(STATE_COLUMNS[1:]))
-    describe.set_defaults(run=cmd_groups_describe)
+    describe.set_defaults(run=cmd_groups_describe, describe_parser=describe)
     add_group_change_parsers(actions, parents)  # reset-offsets, delete
 
 
@@ -85,33 +91,56 @@ def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_groups_describe(args: argparse.Namespace, output: Output) -> int:
+    """One group named: its tables, or its JSON value. Several named, or ``--all-groups``:
+    each group's tables in turn, or a JSON list of their values (``--all-groups`` with no
+    groups: an empty list). A group that goes between ListGroups and describing it is left
+    out; a named group that does not exist is an error."""
+    if bool(args.groups) == args.all_groups:
+        args.describe_parser.error("name the groups to describe, or give --all-groups "
+                                   "(not both)")
     with _group_admin(args) as admin:
-        group = admin.describe_group(args.group)
-        # only the default view asks for committed offsets and log ends
-        offsets = [] if args.members or args.state else _offsets(group, admin.group_lag(group))
+        if args.all_groups:
+            group_ids = [g.group_id for g in admin.list_groups()]
+        else:
+            group_ids = list(dict.fromkeys(args.groups))
+        described: list[tuple[GroupDescription, list[dict[str, Any]]]] = []
+        for group_id in group_ids:
+            try:
+                group = admin.describe_group(group_id)
+            except GroupIdNotFoundError:
+                if not args.all_groups:
+                    raise
+                continue  # deleted (or expired) since ListGroups
+            # only the default view asks for committed offsets and log ends
+            described.append((group, [] if args.members or args.state
+                              else _offsets(group, admin.group_lag(group))))
+    values = [_describe_one(args, output, group, offsets) for group, offsets in described]
+    if args.json:
+        output.json(values if args.all_groups or len(group_ids) > 1 else values[0])
+    return 0
+
+
+def _describe_one(args: argparse.Namespace, output: Output, group: GroupDescription,
+                  offsets: list[dict[str, Any]]) -> Any:
+    """Print the group's tables (unless --json) and notes; return its JSON value."""
     if not group.members and not args.state:
         output.note(f"consumer group {group.group_id!r} has no active members")
     state = _state(group)
     if args.state:
-        if args.json:
-            output.json(state)
-        else:
+        if not args.json:
             output.table(f"group {group.group_id}", STATE_COLUMNS, [_state_row(state)])
-        return 0
+        return state
     members = [_member(group.group_id, m) for m in group.members]
     if args.members:
-        if args.json:
-            output.json(members)
-        else:
+        if not args.json:
             output.table(f"members of group {group.group_id}", MEMBER_COLUMNS, [
                 (m["group"], m["member_id"], m["host"], m["client_id"], m["partitions"],
                  _partitions_text(m["assignment"]))
                 for m in members
             ])
-        return 0
+        return members
     if args.json:
-        output.json({**state, "members": members, "offsets": offsets})
-        return 0
+        return {**state, "members": members, "offsets": offsets}
     output.table(f"group {group.group_id}", STATE_COLUMNS, [_state_row(state)])
     output.table(f"offsets and lag of group {group.group_id}", OFFSET_COLUMNS, [
         (o["group"], o["topic"], o["partition"], _or_dash(o["committed_offset"]),
@@ -119,7 +148,7 @@ def cmd_groups_describe(args: argparse.Namespace, output: Output) -> int:
          _or_dash(o["host"]), _or_dash(o["client_id"]))
         for o in offsets
     ])
-    return 0
+    return {**state, "members": members, "offsets": offsets}
 
 
 # The JSON forms; the tables show the same fields.

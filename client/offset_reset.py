@@ -1,9 +1,15 @@
 """Where ``odradek groups reset-offsets`` moves a group's committed offsets (Kafka's
 ``kafka-consumer-groups --reset-offsets``): to the earliest or latest offset, to a given offset,
-shifted by N, or to the first message at or after a point in time.
+shifted by N, to the first message at or after a point in time, to where it is now
+(``--to-current``), or to the offsets of a plan file (``--from-file``, CSV lines
+``topic,partition,offset`` as ``--export`` prints them, Kafka's format).
 
 Targets outside a partition's stored range are clamped into it, as Kafka does, so a reset never
-leaves a group pointing at offsets that are gone or not yet written.
+leaves a group pointing at offsets that are gone or not yet written -- a plan file's offsets
+too (it may have been written before retention removed them). ``--to-current`` is the
+exception, as in Kafka: it keeps each committed offset as it is, and a partition the group has
+not committed gets the log end (Kafka's choice: where a consumer with nothing committed and
+``auto.offset.reset=latest`` would start).
 """
 
 from __future__ import annotations
@@ -24,12 +30,16 @@ class ResetTo(Enum):
     OFFSET = "to-offset"
     SHIFT = "shift-by"
     DATETIME = "to-datetime"
+    CURRENT = "to-current"
+    FILE = "from-file"
 
 
 @dataclass(frozen=True)
 class ResetSpec:
     to: ResetTo
     value: int = 0  # the offset, the shift, or the timestamp in ms
+    #: FILE: the plan file's offsets
+    plan: Mapping[TopicPartition, int] | None = None
 
 
 class OffsetResetError(ClientError):
@@ -62,6 +72,49 @@ def parse_datetime_ms(text: str) -> int:
             f"--to-datetime {text!r} is not an ISO date and time, e.g. 2026-11-23T10:00:00"
         ) from None
     return int(moment.timestamp() * 1000)  # naive: local time
+
+
+def parse_reset_plan(text: str, group_id: str, source: str = "plan") -> dict[TopicPartition, int]:
+    """A reset plan: CSV lines ``topic,partition,offset`` (what ``--export`` prints), or
+    ``group,topic,partition,offset`` as Kafka exports several groups -- those lines must name
+    ``group_id``. Blank lines are skipped; a partition named twice is an error."""
+    plan: dict[TopicPartition, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        where = f"{source} line {number}"
+        if len(fields) == 4:
+            group, *fields = fields
+            if group != group_id:
+                raise OffsetResetError(f"{where}: group {group!r}, not {group_id!r}")
+        if len(fields) != 3 or not fields[0]:
+            raise OffsetResetError(
+                f"{where}: {line!r} is not topic,partition,offset (or group,topic,partition,"
+                "offset)"
+            )
+        try:
+            partition, offset = int(fields[1]), int(fields[2])
+        except ValueError:
+            raise OffsetResetError(f"{where}: partition and offset must be numbers") from None
+        if partition < 0 or offset < 0:
+            raise OffsetResetError(f"{where}: partition and offset must be numbers >= 0")
+        tp = TopicPartition(fields[0], partition)
+        if tp in plan:
+            raise OffsetResetError(f"{where}: {tp} appears twice")
+        plan[tp] = offset
+    if not plan:
+        raise OffsetResetError(f"{source}: no topic,partition,offset lines")
+    return plan
+
+
+def plan_topics(plan: Mapping[TopicPartition, int]) -> list[str]:
+    """The ``--topic`` specs (``T:0,1``) naming a plan's partitions, for
+    ``partitions_to_reset`` to check."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in plan:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())]
 
 
 def partitions_to_reset(consumer: Consumer, topics: Sequence[str]) -> list[TopicPartition]:
@@ -99,6 +152,11 @@ def plan_reset(
         return dict(latest)
     if spec.to is ResetTo.OFFSET:
         return {tp: clamp(tp, spec.value) for tp in partitions}
+    if spec.to is ResetTo.FILE:
+        assert spec.plan is not None
+        return {tp: clamp(tp, spec.plan[tp]) for tp in partitions}
+    if spec.to is ResetTo.CURRENT:
+        return {tp: committed[tp] if tp in committed else latest[tp] for tp in partitions}
     if spec.to is ResetTo.SHIFT:
         uncommitted = [str(tp) for tp in partitions if tp not in committed]
         if uncommitted:

@@ -219,3 +219,51 @@ def test_describe_group_falls_back_to_v0_for_a_broker_without_v1(
         assert described.state == "Steady" and described.state_since_ms is None
         admin.describe_group("g")
     assert sent.count(1) == 1  # remembered: v0 from then on
+
+
+def test_groups_describe_all_groups(
+    broker: BrokerProcess, member: Member, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--all-groups: every group the broker coordinates (ListGroups), each described as when
+    named; several named groups are described the same way."""
+    with Member(broker.address, "h", ["t"]) as other:
+        other.join()
+        other.commit({("t", 1): 0})
+        other.leave()
+        wait_for(lambda: json.loads(run("groups", "describe", "h", "--state", "--bootstrap",
+                                        broker.bootstrap, "--json"))["state"] == "Empty",
+                 what="group h Empty")
+    states = json.loads(run("groups", "describe", "--all-groups", "--state", "--json",
+                            "--bootstrap", broker.bootstrap))
+    assert [(s["group"], s["state"], s["member_count"]) for s in states] \
+        == [("g", "Steady", 1), ("h", "Empty", 0)]
+    described = json.loads(run("groups", "describe", "--all-groups", "--json",
+                               "--bootstrap", broker.bootstrap))
+    assert [(d["group"], [(o["topic"], o["partition"], o["committed_offset"])
+                          for o in d["offsets"] if o["committed_offset"] is not None])
+            for d in described] == [("g", [("t", 0, 2)]), ("h", [("t", 1, 0)])]
+    assert json.loads(run("groups", "describe", "h", "g", "--members", "--json",
+                          "--bootstrap", broker.bootstrap)) \
+        == [[], json.loads(run("groups", "describe", "g", "--members", "--json",
+                               "--bootstrap", broker.bootstrap))]
+    capsys.readouterr()
+    tables = run("groups", "describe", "--all-groups", "--bootstrap", broker.bootstrap)
+    assert "group 'h' has no active members" in capsys.readouterr().err
+    assert [r[0] for r in table_rows(tables, "offsets and lag of group g")[1:]] == ["g"] * 3
+    assert table_rows(tables, "offsets and lag of group h")[1:] \
+        == [["h", "t", "1", "0", "0", "0", "-", "-", "-"]]
+
+
+def test_groups_describe_all_groups_of_a_broker_without_groups(broker: BrokerProcess) -> None:
+    assert json.loads(run("groups", "describe", "--all-groups", "--json",
+                          "--bootstrap", broker.bootstrap)) == []
+
+
+@pytest.mark.parametrize("argv", [[], ["g", "--all-groups"]])
+def test_groups_describe_needs_groups_or_all_groups(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["groups", "describe", *argv, "--bootstrap", "127.0.0.1:1"])
+    assert exit_.value.code == 2
+    assert "or give --all-groups" in capsys.readouterr().err

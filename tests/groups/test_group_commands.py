@@ -224,3 +224,98 @@ def test_delete_only_an_empty_group(bootstrap) -> None:
     assert code == 0 and "deleted group 'doomed'" in out, err
     code, _, err = run("groups", "delete", "doomed", "--bootstrap", bootstrap)
     assert code == 1 and "does not exist" in err
+
+
+def test_reset_offsets_to_current_exports_a_plan_and_from_file_applies_it(
+    bootstrap, tmp_path
+) -> None:
+    """--to-current --export saves where the group is (Kafka's CSV plan file; the log end for
+    a partition without a commit); --from-file puts the group back there later."""
+    create_topic(bootstrap, "saved", 3)
+    produce(bootstrap, "saved", [str(i) for i in range(8)], partition=0)
+    produce(bootstrap, "saved", [str(i) for i in range(5)], partition=1)
+    p0, p1 = TopicPartition("saved", 0), TopicPartition("saved", 1)
+    with Consumer(bootstrap, group_id="savers", enable_auto_commit=False) as consumer:
+        consumer.assign([p0, p1])
+        consumer.commit(offsets={p0: 3, p1: 4})
+    save = ("groups", "reset-offsets", "savers", "--topic", "saved", "--to-current",
+            "--bootstrap", bootstrap)
+    code, out, err = run(*save, "--json")
+    assert code == 0, err
+    assert [(o["partition"], o["current_offset"], o["new_offset"])
+            for o in json.loads(out)["offsets"]] == [(0, 3, 3), (1, 4, 4), (2, None, 0)]
+    code, plan, err = run(*save, "--export")
+    assert code == 0, err
+    assert plan == "saved,0,3\nsaved,1,4\nsaved,2,0\n"
+    assert "dry run" in err
+    saved = {key: c for key, (c, _, _) in offsets_of(describe(bootstrap, "savers")).items()}
+    assert saved == {("saved", 0): 3, ("saved", 1): 4}  # a dry run commits nothing
+
+    code, _, err = run("groups", "reset-offsets", "savers", "--topic", "saved", "--to-latest",
+                       "--execute", "--bootstrap", bootstrap)
+    assert code == 0, err
+    plan_file = tmp_path / "savers.csv"
+    plan_file.write_text(plan)
+    restore = ("groups", "reset-offsets", "savers", "--from-file", str(plan_file),
+               "--bootstrap", bootstrap)
+    code, out, err = run(*restore, "--json")
+    assert code == 0, err
+    assert [(o["partition"], o["current_offset"], o["new_offset"])
+            for o in json.loads(out)["offsets"]] == [(0, 8, 3), (1, 5, 4), (2, 0, 0)]
+    code, out, err = run(*restore, "--execute", "--export")
+    assert code == 0, err
+    assert out == plan and "dry run" not in err
+    assert {key: c for key, (c, _, _) in offsets_of(describe(bootstrap, "savers")).items()} \
+        == {("saved", 0): 3, ("saved", 1): 4, ("saved", 2): 0}
+
+    # Kafka's several-groups form (group first) is read too; offsets past the end are clamped
+    plan_file.write_text("savers,saved,1,99\n\nsavers,saved,0,1\n")
+    code, out, err = run(*restore, "--execute", "--json")
+    assert code == 0, err
+    assert {o["partition"]: o["new_offset"] for o in json.loads(out)["offsets"]} \
+        == {0: 1, 1: 5}
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ("saved,0\n", "is not topic,partition,offset"),
+        ("saved,zero,1\n", "must be numbers"),
+        ("saved,0,-1\n", "must be numbers >= 0"),
+        ("saved,0,1\nsaved,0,2\n", "appears twice"),
+        ("others,saved,0,1\n", "group 'others', not 'nobody'"),
+        ("\n", "no topic,partition,offset lines"),
+        ("saved,4,0\n", "no partition 4"),
+    ],
+)
+def test_reset_offsets_from_file_explains_a_bad_plan(
+    bootstrap, tmp_path, lines: str, message: str
+) -> None:
+    create_topic(bootstrap, "saved", 1)
+    plan_file = tmp_path / "plan.csv"
+    plan_file.write_text(lines)
+    code, _, err = run("groups", "reset-offsets", "nobody", "--from-file", str(plan_file),
+                       "--bootstrap", bootstrap, "--api-timeout-ms", "2000")
+    assert code == 1 and message in err, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--to-earliest"], "name the partitions with --topic"),
+        (["--topic", "t", "--from-file", "plan.csv"], "leave out --topic"),
+        (["--topic", "t", "--to-current", "--export", "--json"], "leave out --json"),
+    ],
+)
+def test_reset_offsets_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["groups", "reset-offsets", "g", *argv, "--bootstrap", "127.0.0.1:1"])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_reset_offsets_from_a_missing_file(tmp_path) -> None:
+    code, _, err = run("groups", "reset-offsets", "g", "--from-file", str(tmp_path / "none"),
+                       "--bootstrap", "127.0.0.1:1")
+    assert code == 1 and "--from-file" in err and "No such file" in err
