@@ -421,6 +421,7 @@ def settings_markdown() -> str:
         lines.append(
             f"| `{ls.name}` | `{ENV_PREFIX}{ls.name.upper()}` | "
             f"`{_shown(getattr(defaults, ls.name))}` | `{ls.broker_name}` "
-            f"(topic: `{ls.topic_name}`) | {ls.meaning} |"
+            f"{f'(topic: `{ls.topic_name}`)' if ls.topic_name else '(broker only)'} | "
+            f"{ls.meaning} |"
         )
     return "\n".join(lines) + "\n"

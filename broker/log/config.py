@@ -22,7 +22,7 @@ MIN_SEGMENT_BYTES = 14  # Kafka's floor: room for one entry header
 @dataclass(frozen=True)
 class Setting:
     name: str
-    topic_name: str  # Kafka's topic-level name (CreateTopics configs)
+    topic_name: str  # Kafka's topic-level name (CreateTopics configs); "" when it has none
     broker_name: str  # Kafka's broker-level name (server.properties)
     meaning: str
 
@@ -89,6 +89,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Compact once uncompacted bytes are at least this share of the closed segments.",
     ),
     Setting(
+        "cleaner_dedupe_buffer_bytes",
+        "",  # Kafka has no topic-level name: a topic may still set it by ours
+        "log.cleaner.dedupe.buffer.size",
+        "Memory for compaction's key map (key bytes + 100 per key); more keys: more passes.",
+    ),
+    Setting(
         "max_message_bytes",
         "max.message.bytes",
         "message.max.bytes",
@@ -105,7 +111,8 @@ SETTINGS: tuple[Setting, ...] = (
 _BY_NAME: dict[str, Setting] = {}
 for _s in SETTINGS:
     for _alias in (_s.name, _s.topic_name, _s.broker_name):
-        _BY_NAME[_alias] = _s
+        if _alias:
+            _BY_NAME[_alias] = _s
 
 _NONE_WORDS = ("", "none", "null", "-1")
 
@@ -124,6 +131,7 @@ class LogConfig:
     cleanup_policy: str = "delete"
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
+    cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
 
@@ -137,6 +145,7 @@ class LogConfig:
         _check_range("retention_bytes", self.retention_bytes, 0, optional=True)
         _check_range("delete_retention_ms", self.delete_retention_ms, 0)
         _check_range("max_message_bytes", self.max_message_bytes, 0)
+        _check_range("cleaner_dedupe_buffer_bytes", self.cleaner_dedupe_buffer_bytes, 1)
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
             raise ValueError(f"min_cleanable_dirty_ratio must be within [0, 1], got {ratio!r}")

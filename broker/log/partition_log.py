@@ -731,49 +731,67 @@ class PartitionLog:
     # Compaction
 
     def compact(self, now: float | None = None) -> bool:
-        """One compaction pass over the closed segments, when the policy is ``compact`` and
-        the dirty ratio reaches ``min_cleanable_dirty_ratio``. Returns whether it ran."""
+        """Compact the closed segments, when the policy is ``compact`` and the dirty ratio
+        reaches ``min_cleanable_dirty_ratio``: one pass, or several when the dirty keys do not
+        fit ``cleaner_dedupe_buffer_bytes`` (each pass cleans up to the end of its key map and
+        moves the cleaner checkpoint there). Returns whether it ran."""
         config = self._config
         if not config.compacted or not self._compacting.acquire(blocking=False):
             return False
         try:
-            return self._compact(config, self._clock() if now is None else now)
+            when = self._clock() if now is None else now
+            ran = self._compact(config, when, check_ratio=True)
+            while ran is not None and ran.full:  # the rest of the dirty section
+                ran = self._compact(config, when, check_ratio=False)
+            return ran is not None
         finally:
             self._compacting.release()
 
-    def _compact(self, config: LogConfig, now: float) -> bool:
+    def _compact(
+        self, config: LogConfig, now: float, *, check_ratio: bool
+    ) -> compaction.OffsetMap | None:
+        """One pass; its offset map, or None when it did not run."""
         with self._lock:
             segments = self._live()
             closed = segments.closed
             checkpoint = self._cleaner_checkpoint
             truncations = self._truncations
         ratio, dirty = compaction.dirty_ratio(closed, checkpoint)
-        if not dirty or ratio < config.min_cleanable_dirty_ratio:
-            return False
+        if not dirty or (check_ratio and ratio < config.min_cleanable_dirty_ratio):
+            return None
         cleaned: list[Segment] = []
         try:
-            latest = compaction.offset_map(s for s in closed if s.base_offset >= checkpoint)
+            mapped = compaction.offset_map(
+                (s for s in closed if s.next_offset > checkpoint),
+                checkpoint,
+                config.cleaner_dedupe_buffer_bytes,
+            )
+            upto = mapped.end if mapped.full else None
             horizon = int(now * 1000) - config.delete_retention_ms
             for group in compaction.groups(closed, config.segment_bytes):
                 cleaned.append(
-                    compaction.write_cleaned(group, latest, horizon, config.index_interval_bytes)
+                    compaction.write_cleaned(
+                        group, mapped.latest, horizon, config.index_interval_bytes, upto
+                    )
                 )
             with self._lock:
                 current = self._live()
                 if current.segments[: len(closed)] != closed or self._truncations != truncations:
                     raise _Abandoned  # a segment may have been cut meanwhile
                 self._swap(closed, cleaned, current)
-                self._cleaner_checkpoint = segments.active.base_offset
+                self._cleaner_checkpoint = (
+                    mapped.end + 1 if mapped.full else segments.active.base_offset
+                )
                 layout.write_offset_file(
                     self._directory / layout.CLEANER_CHECKPOINT, self._cleaner_checkpoint
                 )
         except _Abandoned:
             _discard(cleaned)
-            return False
+            return None
         except (LogClosedError, OSError):
             _discard(cleaned)
             if self._segments is None:  # closed or deleted meanwhile
-                return False
+                return None
             raise
         log.info(
             "log.compacted",
@@ -783,8 +801,10 @@ class PartitionLog:
             bytes_in=sum(s.size for s in closed),
             bytes_out=sum(s.size for s in cleaned),
             dirty_ratio=round(ratio, 3),
+            keys_mapped=len(mapped.latest),
+            cleaned_upto=mapped.end if mapped.full else segments.active.base_offset - 1,
         )
-        return True
+        return mapped
 
     def _swap(self, old: tuple[Segment, ...], new: list[Segment], current: SegmentList) -> None:
         """Replace ``old`` (the first segments) by ``new``: manifest first, so that a crash

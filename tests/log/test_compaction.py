@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import PartitionLog
+from broker.log import PartitionLog, compaction
 from protocol.compression import Codec
 from protocol.messageset import decode_messages
 from tests.log.support import FakeClock, crash_copy, message_set, plain, read_all, triples
@@ -183,3 +183,104 @@ def test_compaction_in_a_thread_while_appending(open_log: OpenLog, clock: FakeCl
     newest = {key: offset for offset, (key, _v) in sorted(values.items())}
     assert set(newest.values()) <= {m.offset for m in remaining}
     assert len(remaining) < len(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# A bounded key map (cleaner_dedupe_buffer_bytes): several passes, same result
+
+
+def _fill(log: PartitionLog, clock: FakeClock, start: int, count: int) -> None:
+    """``count`` messages over 150 keys, every seventh a tombstone, every fifth a gzip set."""
+    i = start
+    while i < start + count:
+        if i % 5 == 0:
+            records: list[tuple[bytes | None, bytes | None, int]] = [
+                (b"key-%03d" % ((i + j) * 37 % 150), b"v%d" % (i + j), clock.ms) for j in range(4)
+            ]
+            log.append(message_set(records, Codec.GZIP))
+            i += 4
+        else:
+            value = None if i % 7 == 0 else b"value-%d" % i
+            log.append(plain(b"key-%03d" % (i * 37 % 150), value, clock.ms))
+            i += 1
+
+
+@pytest.mark.parametrize("expired", [False, True], ids=["tombstones-kept", "tombstones-expired"])
+def test_a_bounded_key_map_compacts_in_passes_like_an_unbounded_one(
+    open_log: OpenLog,
+    clock: FakeClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    expired: bool,
+) -> None:
+    bound = 20 * compaction.map_entry_bytes(b"key-000")  # 20 of the 150 keys per pass
+    bounded = compacted_log(open_log, directory=tmp_path / "b-0", cleaner_dedupe_buffer_bytes=bound)
+    unbounded = compacted_log(open_log, directory=tmp_path / "u-0")
+    maps: list[compaction.OffsetMap] = []
+    real = compaction.offset_map
+
+    def recording(*args: object, **kwargs: object) -> compaction.OffsetMap:
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        maps.append(result)
+        return result
+
+    monkeypatch.setattr(compaction, "offset_map", recording)
+    now = clock() + (2 * DAY_MS / 1000 if expired else 0)
+    for start, count in ((0, 400), (400, 300)):  # a second round over a compacted log
+        for log in (bounded, unbounded):
+            _fill(log, clock, start, count)
+            log.roll()
+        maps.clear()
+        assert bounded.compact(now)
+        passes = list(maps)
+        maps.clear()
+        assert unbounded.compact(now)
+        assert len(maps) == 1 and not maps[0].full
+        assert len(maps[0].latest) > 100  # the unbounded map held them all at once
+        assert len(passes) >= 5
+        assert all(m.full for m in passes[:-1]) and not passes[-1].full
+        assert all(len(m.latest) <= 20 and m.size_bytes <= bound for m in passes)
+        assert [m.end for m in passes] == sorted(m.end for m in passes)  # each from the last
+        assert triples(read_all(bounded)) == triples(read_all(unbounded))
+    survivors = triples(read_all(bounded))
+    keys = [k for _o, k, _v in survivors]
+    assert len(keys) == len(set(keys)) == (150 if not expired else len(keys))
+    assert any(v is None for _o, _k, v in survivors) != expired
+    assert bounded.append(plain(b"key-000", b"after", clock.ms)).first_offset == 700
+
+
+def test_offset_map_takes_at_least_one_key_and_stops_at_the_bound(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    log = compacted_log(open_log)
+    for i in range(10):
+        log.append(plain(b"k%d" % (i % 4), b"v", clock.ms))
+    log.roll()
+    closed = log._live().closed
+    tiny = compaction.offset_map(closed, 0, 1)  # smaller than any key: still one per pass
+    assert tiny.full and tiny.latest == {b"k0": 0} and tiny.end == 0
+    two = compaction.offset_map(closed, 0, 2 * compaction.map_entry_bytes(b"k0"))
+    assert two.full and two.latest == {b"k0": 0, b"k1": 1} and two.end == 1
+    rest = compaction.offset_map(closed, 6, None)
+    assert not rest.full and rest.latest == {b"k2": 6, b"k3": 7, b"k0": 8, b"k1": 9}
+    assert rest.end == 9
+
+
+def test_a_bounded_pass_survives_a_restart_at_its_mid_segment_checkpoint(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    log = compacted_log(
+        open_log, cleaner_dedupe_buffer_bytes=3 * compaction.map_entry_bytes(b"k00")
+    )
+    appended: list[tuple[int, bytes, bytes | None]] = []
+    for i in range(80):
+        key, value = b"k%02d" % (i * 7 % 12), b"v%d" % i
+        appended.append((log.append(plain(key, value, clock.ms)).first_offset, key, value))
+    log.roll()
+    assert log.compact()
+    expected = newest_per_key(appended, 80)
+    assert triples(read_all(log)) == expected
+    log.close()
+    reopened = compacted_log(open_log, cleaner_dedupe_buffer_bytes=1 << 20)
+    assert triples(read_all(reopened)) == expected
+    assert not reopened.compact()  # nothing dirty is left
