@@ -15,6 +15,7 @@ are adopted with default settings rather than thrown away.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from broker.log import SETTINGS as LOG_SETTINGS
 from broker.log import LogConfig, LogManager, PartitionLog
 from broker.log.layout import write_atomically
 from broker.settings import BrokerSettings
@@ -45,6 +47,10 @@ INTERNAL_PREFIX = "__"
 _LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 # One broker until clustering exists; the replication factor may not exceed it.
 LIVE_BROKERS = 1
+
+
+_LOG_SETTINGS_BY_ALIAS = {alias: s for s in LOG_SETTINGS
+                          for alias in (s.name, s.topic_name, s.broker_name) if alias}
 
 
 def _at_least_one(name: str, value: str) -> None:
@@ -69,6 +75,63 @@ REPLICATION_CONFIGS: dict[str, Callable[[str, str], None]] = {
     "unclean_leader_election_enable": _boolean,
     "unclean.leader.election.enable": _boolean,
 }
+
+
+#: the config sources DescribeConfigs reports (Kafka's ConfigSource numbers)
+SOURCE_TOPIC = 1  # DYNAMIC_TOPIC_CONFIG: the topic's override
+SOURCE_BROKER = 4  # STATIC_BROKER_CONFIG: the broker's setting, not its built-in default
+SOURCE_DEFAULT = 5  # DEFAULT_CONFIG
+SOURCE_NAMES = {SOURCE_TOPIC: "topic", SOURCE_BROKER: "broker", SOURCE_DEFAULT: "default"}
+#: the replication configs by our name, with Kafka's name as their alias
+_REPLICATION_ALIASES = {"min_insync_replicas": ("min_insync_replicas", "min.insync.replicas"),
+                        "unclean_leader_election_enable": ("unclean_leader_election_enable",
+                                                           "unclean.leader.election.enable")}
+
+
+def config_aliases(key: str) -> tuple[str, ...]:
+    """Every name of the topic config ``key`` (ours and Kafka's); ``(key,)`` if unknown."""
+    for names in _REPLICATION_ALIASES.values():
+        if key in names:
+            return names
+    setting = _LOG_SETTINGS_BY_ALIAS.get(key)
+    if setting is None:
+        return (key,)
+    return tuple(n for n in (setting.name, setting.topic_name) if n)
+
+
+def changed_configs(current: Mapping[str, str], set_: Mapping[str, str],
+                    delete: Iterable[str]) -> dict[str, str]:
+    """``current`` overrides with ``delete`` removed and ``set_`` set; a key replaces or removes
+    the override under any of its names (``retention.ms`` and ``retention_ms``)."""
+    out = dict(current)
+    for key in [*delete, *set_]:
+        for alias in config_aliases(key):
+            out.pop(alias, None)
+    out.update(set_)
+    return out
+
+
+def describe_configs(overrides: Mapping[str, str],
+                     settings: BrokerSettings) -> list[tuple[str, str | None, int]]:
+    """Every topic config by our name with its effective value and source (SOURCE_*): the
+    topic's override, else the broker's setting where it differs from the built-in default."""
+    builtin, broker = LogConfig(), settings.log
+    out: list[tuple[str, str | None, int]] = []
+    names = [s.name for s in LOG_SETTINGS] + list(_REPLICATION_ALIASES)
+    defaults = BrokerSettings()
+    for name in names:
+        override = next((overrides[a] for a in config_aliases(name) if a in overrides), None)
+        if name in _REPLICATION_ALIASES:
+            base, default = getattr(settings, name), getattr(defaults, name)
+        else:
+            base, default = getattr(broker, name), getattr(builtin, name)
+        if override is not None:
+            out.append((name, override, SOURCE_TOPIC))
+        else:
+            text = None if base is None else str(base).lower() if isinstance(base, bool) \
+                else str(base)
+            out.append((name, text, SOURCE_BROKER if base != default else SOURCE_DEFAULT))
+    return out
 
 
 def check_topic_name(name: str) -> None:
@@ -260,6 +323,42 @@ class Topics:
     def check_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """ValueError naming the problem unless ``configs`` are valid topic settings."""
         self._log_config(configs)
+
+    def alter_configs(self, name: str, set_: Mapping[str, str], delete: Iterable[str], *,
+                      validate_only: bool = False) -> Topic:
+        """Set and delete ``name``'s config overrides (IncrementalAlterConfigs): topics.json
+        first, then the open logs. InvalidConfigError names the topic and the bad key."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        configs = changed_configs(topic.configs, set_, delete)
+        try:
+            self._log_config(configs)
+        except ValueError as exc:
+            raise InvalidConfigError(f"topic {name!r}: {exc}") from None
+        if validate_only:
+            return dataclasses.replace(topic, configs=configs)
+        return self.set_configs(name, configs)
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> Topic:
+        """Make ``configs`` the overrides of ``name`` (a no-op when they are already): saved in
+        topics.json, then its logs reconfigured. In a cluster, from UpdateMetadata."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        if dict(topic.configs) == dict(configs):
+            return topic
+        try:
+            config = self._log_config(configs)
+        except ValueError as exc:
+            raise InvalidConfigError(f"topic {name!r}: {exc}") from None
+        changed = dataclasses.replace(topic, configs=dict(configs))
+        self._topics[name] = changed
+        self._save()
+        self.logs.set_topic_config(name, config)
+        log.info("topic.configs_changed", topic=name, configs=dict(configs),
+                 before=dict(topic.configs))
+        return changed
 
     # ------------------------------------------------------------- cluster mode: replicas
 

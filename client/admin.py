@@ -33,10 +33,40 @@ class NewTopic:
 
 
 @dataclass(frozen=True)
+class ConfigEntry:
+    """One topic config as DescribeConfigs tells it: its effective value (None: none) and where
+    the value comes from: "topic" (an override), "broker" (the broker's setting), "default"."""
+
+    name: str
+    value: str | None
+    source: str
+
+
+#: DescribeConfigs' sources (Kafka's ConfigSource numbers)
+_CONFIG_SOURCES = {1: "topic", 4: "broker", 5: "default"}
+_RESOURCE_TOPIC = 2
+
+
+@dataclass(frozen=True)
 class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerInfo]
+
+
+@dataclass(frozen=True)
+class ReplicaLogDir:
+    """One partition log on a broker's disk (DescribeLogDirs)."""
+
+    broker_id: int
+    log_dir: str
+    topic: str
+    partition: int
+    size: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    segments: int
 
 
 @dataclass(frozen=True)
@@ -131,6 +161,43 @@ class Admin:
             self._timeout + 5)
         _raise_first(self._topic_results(answer))
 
+    def describe_configs(self, names: Iterable[str]) -> dict[str, list[ConfigEntry]]:
+        """Every config of each named topic, effective value and source; raises the first
+        topic's error (``UnknownTopicOrPartitionError`` naming it)."""
+        self._check_open()
+        body = {"resources": [{"resource_type": _RESOURCE_TOPIC, "resource_name": n,
+                               "config_names": None} for n in names]}
+        node = self._network.least_loaded_node()
+        answer = self._network.send(node, ApiKey.DESCRIBE_CONFIGS, body).result(self._timeout)
+        out: dict[str, list[ConfigEntry]] = {}
+        for r in answer["results"]:
+            name = r["resource_name"]
+            if r["error_code"]:
+                raise partition_error(f"topic {name!r}", r["error_code"], r["error_message"])
+            out[name] = [ConfigEntry(c["name"], c["value"],
+                                     _CONFIG_SOURCES.get(c["source"], str(c["source"])))
+                         for c in r["configs"]]
+        return out
+
+    def alter_configs(self, name: str, set_: Mapping[str, str] | None = None,
+                      delete: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        """Set and delete topic ``name``'s config overrides, all or none (Kafka's
+        IncrementalAlterConfigs); raises the typed error (``InvalidConfigError`` naming the
+        topic and config)."""
+        self._check_open()
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in (set_ or {}).items()]
+        ops += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = {"resources": [{"resource_type": _RESOURCE_TOPIC, "resource_name": name,
+                               "configs": ops}],
+                "timeout_ms": int(self._timeout * 1000), "validate_only": validate_only}
+        node = self._network.least_loaded_node()
+        answer = self._network.send(node, ApiKey.INCREMENTAL_ALTER_CONFIGS, body).result(
+            self._timeout + 5)
+        for r in answer["results"]:
+            if r["error_code"]:
+                raise partition_error(f"topic {r['resource_name']!r}", r["error_code"],
+                                      r["error_message"])
+
     def elect_leaders(
         self, partitions: Iterable[tuple[str, int]] | None = None
     ) -> list[tuple[str, int]]:
@@ -199,6 +266,67 @@ class Admin:
         """``{tp: EARLIEST | LATEST | timestamp_ms}`` -> each partition's offset (and the found
         message's timestamp for a lookup by time). See client.offsets for the constants."""
         return list_offsets(self._metadata, specs, self._timeout)
+
+    def delete_records(self, before: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Delete the records below the given offsets (Kafka's DeleteRecords; -1: the high
+        watermark), asking each partition's leader: ``{tp: its new log start offset}``. Raises
+        the first partition's typed error."""
+        metadata = self._refresh()
+        by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+        for tp, offset in before.items():
+            leader = metadata.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                info = metadata.topics.get(tp.topic)
+                if info is not None and info.error is not ErrorCode.NONE:
+                    raise info.error_for_topic()
+                known = tp.partition in (metadata.partitions_for(tp.topic) or ())
+                code = (ErrorCode.LEADER_NOT_AVAILABLE if known
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise partition_error(tp, code)
+            by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "offset": offset})
+        futures = [
+            self._network.send(node, ApiKey.DELETE_RECORDS, {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": int(self._timeout * 1000)})
+            for node, topics in by_leader.items()
+        ]
+        out: dict[TopicPartition, int] = {}
+        for future in futures:
+            answer = future.result(self._timeout + 5)
+            for t in answer["topics"]:
+                for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition"])
+                    if p["error_code"]:
+                        raise partition_error(tp, p["error_code"], p["error_message"])
+                    out[tp] = p["low_watermark"]
+        return out
+
+    def describe_log_dirs(
+        self, topics: Iterable[str] | None = None, *, brokers: Iterable[int] | None = None
+    ) -> list[ReplicaLogDir]:
+        """The partition logs on each broker's disk (Kafka's DescribeLogDirs), of ``topics``
+        (all if None), asking every broker Metadata lists (or those in ``brokers``)."""
+        metadata = self._refresh()
+        nodes = sorted(metadata.brokers) if brokers is None else sorted(brokers)
+        body = {"topics": None if topics is None else sorted(set(topics))}
+        futures = [(node, self._network.send(node, ApiKey.DESCRIBE_LOG_DIRS, body))
+                   for node in nodes]
+        out: list[ReplicaLogDir] = []
+        for node, future in futures:
+            answer = future.result(self._timeout + 5)
+            if answer["error_code"]:
+                raise partition_error(f"broker {node}", answer["error_code"])
+            for d in answer["log_dirs"]:
+                if d["error_code"]:
+                    raise partition_error(f"broker {node} {d['log_dir']}", d["error_code"])
+                for t in d["topics"]:
+                    out.extend(
+                        ReplicaLogDir(node, d["log_dir"], t["name"], p["partition"], p["size"],
+                                      p["log_start_offset"], p["log_end_offset"],
+                                      p["high_watermark"], p["segments"])
+                        for p in t["partitions"])
+        return out
 
     def describe_cluster(self) -> ClusterDescription:
         metadata = self._refresh()

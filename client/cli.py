@@ -26,6 +26,7 @@ from typing import Any, BinaryIO, TextIO
 from client.admin import Admin
 from client.cli_cluster import add_cluster_parser
 from client.cli_groups import add_groups_parser
+from client.cli_records import add_records_parser
 from client.cli_signals import Interrupted, StopRequest, signals_interrupt
 from client.consumer import Consumer
 from client.demo import add_demo_parser
@@ -128,14 +129,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="partitions, leaders, replicas, ISR and offsets of topics",
     )
     describe.add_argument("topics", nargs="*", metavar="TOPIC", help="topics (default: all)")
+    describe.add_argument(
+        "--all-configs", action="store_true",
+        help="show every config's effective value and its source (default/broker/topic), not "
+        "only the topic's overrides")
     describe.set_defaults(run=cmd_topics_describe)
     alter = topic_commands.add_parser(
         "alter", parents=[client, json_flag],
-        help="add partitions to a topic (never fewer; groups subscribed to it rebalance)",
+        help="add partitions to a topic (never fewer; groups subscribed to it rebalance) or "
+        "change its configs",
     )
     alter.add_argument("topic")
-    alter.add_argument("--partitions", type=_positive_int, required=True,
+    alter.add_argument("--partitions", type=_positive_int,
                        help="the new total partition count, larger than the current one")
+    alter.add_argument("--config", action="append", default=[], type=_key_value,
+                       metavar="KEY=VALUE",
+                       help="set a config override, e.g. retention_ms=3600000 (repeatable)")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove a config override: the broker's setting applies again "
+                       "(repeatable)")
     alter.set_defaults(run=cmd_topics_alter)
     reassign = topic_commands.add_parser(
         "reassign", parents=[client, json_flag],
@@ -288,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.set_defaults(run=cmd_consume)
     add_groups_parser(commands, [client, json_flag])
     add_cluster_parser(commands, json_flag)
+    add_records_parser(commands, [client, json_flag])
     add_demo_parser(commands)
     return parser
 
@@ -490,7 +503,14 @@ def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
         earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST)) if tps else {}
         latest = admin.list_offsets(dict.fromkeys(tps, LATEST)) if tps else {}
+        configs = admin.describe_configs([t.name for t in topics]) if topics else {}
     described = [_describe(t, earliest, latest) for t in topics]
+    for entry in described:
+        entry["configs"] = [
+            {"name": c.name, "value": c.value, "source": c.source}
+            for c in configs.get(entry["topic"], [])
+            if args.all_configs or c.source == "topic"
+        ]
     if args.json:
         output.json(described)
         return 0
@@ -509,6 +529,10 @@ def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
     ]
     columns = ("topic", "partition", "leader", "replicas", "isr", "earliest", "latest")
     output.table("topics", columns, rows)
+    config_rows = [(t["topic"], c["name"], "" if c["value"] is None else c["value"], c["source"])
+                   for t in described for c in t["configs"]]
+    if config_rows:
+        output.table("configs", ("topic", "config", "value", "source"), config_rows)
     return 0
 
 
@@ -535,11 +559,28 @@ def _describe(
 
 
 def cmd_topics_alter(args: argparse.Namespace, output: Output) -> int:
+    changes = dict(args.config)
+    if args.partitions is None and not changes and not args.delete_config:
+        output.note("error: give --partitions, --config or --delete-config")
+        return 2
     with _admin(args) as admin:
-        admin.create_partitions(args.topic, args.partitions)
+        if changes or args.delete_config:
+            admin.alter_configs(args.topic, changes, args.delete_config)
+        if args.partitions is not None:
+            admin.create_partitions(args.topic, args.partitions)
     if args.json:
-        output.json({"topic": args.topic, "partitions": args.partitions})
-    else:
+        doc: dict[str, Any] = {"topic": args.topic}
+        if args.partitions is not None:
+            doc["partitions"] = args.partitions
+        if changes or args.delete_config:
+            doc.update(set_configs=changes, deleted_configs=list(args.delete_config))
+        output.json(doc)
+        return 0
+    if changes or args.delete_config:
+        done = [f"{k}={v}" for k, v in changes.items()] + [
+            f"{k} deleted" for k in args.delete_config]
+        output.out.write(f"topic {args.topic!r} configs: {', '.join(done)}\n")
+    if args.partitions is not None:
         output.out.write(f"topic {args.topic!r} now has {args.partitions} partitions\n")
     return 0
 

@@ -1,5 +1,6 @@
-"""``odradek groups reset-offsets`` and ``odradek groups delete``: the commands that change a
-group, both allowed only while the group is Empty (no members -- its consumers stopped).
+"""``odradek groups reset-offsets``, ``delete`` and ``delete-offsets``: the commands that change
+a group. The first two are allowed only while the group is Empty (no members -- its consumers
+stopped); ``delete-offsets`` also while it has members, for topics they do not subscribe to.
 
 reset-offsets plans first and prints the plan; only ``--execute`` commits it (with generation
 -1, which the coordinator accepts only from outside an Empty group, so a group that gained
@@ -28,7 +29,7 @@ from client.offset_reset import (
     plan_reset,
     plan_topics,
 )
-from protocol.errors import GroupIdNotFoundError, NonEmptyGroupError
+from protocol.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NonEmptyGroupError
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
@@ -88,6 +89,23 @@ def add_group_change_parsers(
     )
     delete.add_argument("groups", nargs="+", metavar="GROUP")
     delete.set_defaults(run=cmd_groups_delete)
+
+    delete_offsets = actions.add_parser(
+        "delete-offsets",
+        parents=parents,
+        help="delete a group's committed offsets of a topic",
+        description="Delete GROUP's committed offsets of the --topic's partitions (Kafka's "
+        "--delete-offsets): of those --partition names, else of every partition the topic has "
+        "and every one of it the group committed. Refused while the group's members subscribe "
+        "to the topic -- stop its consumers first.",
+    )
+    delete_offsets.add_argument("group", help="the group id")
+    delete_offsets.add_argument("--topic", required=True, metavar="T", help="the topic")
+    delete_offsets.add_argument(
+        "--partition", dest="partitions", type=int, nargs="+", action="extend", metavar="P",
+        help="only these partitions (repeatable)",
+    )
+    delete_offsets.set_defaults(run=cmd_groups_delete_offsets)
 
 
 def _spec(args: argparse.Namespace) -> ResetSpec:
@@ -192,3 +210,37 @@ def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
         else:
             output.note(f"odradek: error: {error}")
     return 1 if failed else 0
+
+
+def cmd_groups_delete_offsets(args: argparse.Namespace, output: Output) -> int:
+    """One row per partition: deleted, or why not (exit 1 if any was refused)."""
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+        try:
+            results = admin.delete_offsets(args.group, args.topic, args.partitions)
+        except GroupIdNotFoundError:
+            output.note(f"odradek: error: group {args.group!r} does not exist")
+            return 1
+    if not results:
+        output.note(f"odradek: error: topic {args.topic!r} does not exist and group "
+                    f"{args.group!r} has no offsets of it")
+        return 1
+    rows = [
+        {"topic": tp.topic, "partition": tp.partition,
+         "error": None if error is None else str(error)}
+        for tp, error in sorted(results.items())
+    ]
+    if args.json:
+        output.json({"group": args.group, "offsets": rows})
+    else:
+        output.table(f"group {args.group}: delete offsets of {args.topic}",
+                     ("GROUP", "TOPIC", "PARTITION", "STATUS"),
+                     [(args.group, r["topic"], r["partition"],
+                       "deleted" if r["error"] is None else f"error: {r['error']}")
+                      for r in rows])
+    errors = [e for e in results.values() if e is not None]
+    if any(isinstance(e, GroupSubscribedToTopicError) for e in errors):
+        output.note(f"odradek: error: group {args.group!r} has members subscribed to topic "
+                    f"{args.topic!r}; stop its consumers first")
+    elif errors:
+        output.note(f"odradek: error: {errors[0]}")
+    return 1 if errors else 0

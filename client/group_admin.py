@@ -4,8 +4,8 @@ Which broker coordinates a group (FindCoordinator), every group and its state (L
 each broker; ``coordinator_loads`` adds each group's generation and member count, broker by
 broker), a group's generation, strategy, members, assignments and how long it has been in its
 state (DescribeGroups v1, v0 from a broker that has no v1), its
-committed offsets (OffsetFetch) against each partition's log end (ListOffsets) -- the lag -- and
-deleting Empty groups (DeleteGroups).
+committed offsets (OffsetFetch) against each partition's log end (ListOffsets) -- the lag --,
+deleting Empty groups (DeleteGroups) and deleting a group's offsets of a topic (OffsetDelete).
 
 Each call blocks, driving the sockets itself, up to ``timeout_ms``. A coordinator that is
 loading, has moved or is not elected yet (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
@@ -278,6 +278,36 @@ class GroupAdmin(Admin):
             code = answer["results"][0]["error_code"]
             results[group_id] = partition_error(f"group {group_id!r}", code) if code else None
         return results
+
+    def delete_offsets(
+        self, group_id: str, topic: str, partitions: Iterable[int] | None = None
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """Delete the group's committed offsets of ``partitions`` of ``topic`` (OffsetDelete);
+        None: every partition the topic has and every one of it the group committed (so the
+        offsets of a deleted topic can go too). Each partition's result is None or its typed
+        error (``GroupSubscribedToTopicError`` while members subscribe to the topic);
+        ``GroupIdNotFoundError`` if the group does not exist. Empty if there was nothing to
+        name: no such topic and no offsets of it."""
+        if partitions is None:
+            known = self._refresh().topics.get(topic)
+            chosen = set(known.partitions) if known is not None and not known.error else set()
+            chosen.update(tp.partition for tp in self.committed_offsets(group_id)
+                          if tp.topic == topic)
+        else:
+            chosen = set(partitions)
+        _, answer = self._ask_coordinator(
+            group_id, ApiKey.OFFSET_DELETE,
+            {"group_id": group_id, "topics": [{"name": topic, "partitions": sorted(chosen)}]},
+            lambda body: body["error_code"],
+        )
+        if answer["error_code"]:
+            raise partition_error(f"group {group_id!r}", answer["error_code"])
+        return {
+            TopicPartition(t["name"], p["partition"]):
+                partition_error(f"{t['name']}-{p['partition']}", p["error_code"])
+                if p["error_code"] else None
+            for t in answer["topics"] for p in t["partitions"]
+        }
 
     # --------------------------------------------------------------------------- helpers
 

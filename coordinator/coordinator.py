@@ -134,6 +134,7 @@ class GroupCoordinator:
     HANDLED_APIS: ClassVar[frozenset[ApiKey]] = frozenset({
         ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE,
     })
 
     def __init__(
@@ -171,6 +172,7 @@ class GroupCoordinator:
             ApiKey.LIST_GROUPS: self._list_groups,
             ApiKey.DESCRIBE_GROUPS: self._describe_groups,
             ApiKey.DELETE_GROUPS: self._delete_groups,
+            ApiKey.OFFSET_DELETE: self._offset_delete,
         }
 
     # ======================================================================= driver entry points
@@ -1052,6 +1054,59 @@ class GroupCoordinator:
                 partition, tuple(r for _, records in entries for r in records),
                 functools.partial(written, [i for i, _ in entries]),
             )
+
+    # ========================================================================== OffsetDelete
+
+    def _offset_delete(self, body: dict[str, Any], ctx: RequestContext) -> None:
+        """Kafka's rules (KIP-496): the group must exist; while it has members, the offsets of
+        topics they subscribe to stay (GROUP_SUBSCRIBED_TO_TOPIC) -- the members would resume
+        from them, or reset, at their next rebalance. The others' tombstones are answered once
+        written, as commits are, and leave the cache only then, so the cache follows the log's
+        order."""
+        group_id = body["group_id"]
+        loader, code = self._gate(group_id)
+        group = loader.groups.get(group_id) if code is _E.NONE else None
+        if code is _E.NONE and group is None:
+            code = _E.GROUP_ID_NOT_FOUND
+        if code is not _E.NONE or group is None:
+            self._respond(ctx.token, {"error_code": int(code), "topics": []})
+            return
+        subscribed = set() if group.state is _S.EMPTY else group.subscribed_topics()
+        errors = {
+            TopicPartition(t["name"], p): (
+                _E.GROUP_SUBSCRIBED_TO_TOPIC if t["name"] in subscribed else _E.NONE)
+            for t in body["topics"] for p in t["partitions"]
+        }
+        deleted = sorted(tp for tp, e in errors.items() if e is _E.NONE and tp in group.offsets)
+
+        def answer() -> None:
+            self._respond(ctx.token, {"error_code": 0, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition": p, "error_code": int(errors[TopicPartition(t["name"], p)])}
+                    for p in t["partitions"]
+                ]}
+                for t in body["topics"]
+            ]})
+
+        if not deleted:
+            answer()
+            return
+
+        def written(error: ErrorCode, now_ms: int) -> None:
+            if error is _E.NONE:
+                current = loader.groups.get(group_id)  # None: deleted or expired meanwhile
+                if current is not None:
+                    for tp in deleted:
+                        current.offsets.pop(tp, None)
+                self.counters["offsets.deleted"] += len(deleted)
+                log.info("offsets_deleted", group=group_id, partitions=len(deleted))
+            else:
+                errors.update(dict.fromkeys(deleted, append_error_answer(error)))
+            answer()
+
+        self._append(loader.partition, tuple(
+            offset_record(OffsetKey(group_id, tp.topic, tp.partition), None) for tp in deleted
+        ), written)
 
     # ======================================================================== offsets expiry
 

@@ -44,11 +44,16 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     OFFSETS_FOR_LEADER_EPOCH = 23
+    DESCRIBE_LOG_DIRS = 35
+    DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,57 @@ DELETE_TOPICS = Api(
     "INVALID_TOPIC \"cannot delete internal topic '__consumer_offsets'\".",
 )
 
+# -------------------------------------------------------------------------------- DeleteRecords
+DELETE_RECORDS = Api(
+    ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 0,
+    _s("DeleteRecordsRequest",
+       _f("topics", Array(_s("DeleteRecordsTopic", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "DeleteRecordsPartition", PARTITION,
+                                 _f("offset", INT64,
+                                    "the new log start offset: records below it are deleted; "
+                                    "-1 for the high watermark"))))))),
+       _f("timeout_ms", INT32)),
+    _s("DeleteRecordsResponse",
+       _f("topics", Array(_s("DeleteRecordsTopicResult", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "DeleteRecordsPartitionResult", PARTITION, ERROR_CODE,
+                                 ERROR_MESSAGE,
+                                 _f("low_watermark", INT64,
+                                    "the partition's log start offset after the request, or "
+                                    "-1")))))))),
+    "Move partitions' log start offsets up (kafka-delete-records), answered by each "
+    "partition's leader (NOT_LEADER_FOR_PARTITION elsewhere). Reads below the new log start "
+    "fail with OFFSET_OUT_OF_RANGE and ListOffsets' earliest gives it; whole segments below it "
+    "are deleted at once. The log start is kept durably (`log-start-offset` in the partition's "
+    "directory) and followers follow it (a fetch response carries the leader's log start). An "
+    "offset above the high watermark: OFFSET_OUT_OF_RANGE; internal topics: INVALID_TOPIC.",
+)
+
+# ------------------------------------------------------------------------------ DescribeLogDirs
+DESCRIBE_LOG_DIRS = Api(
+    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0,
+    _s("DescribeLogDirsRequest",
+       _f("topics", Array(STRING, nullable=True), "topics to describe; null for all")),
+    _s("DescribeLogDirsResponse",
+       ERROR_CODE,
+       _f("log_dirs", Array(_s(
+           "LogDirResult", ERROR_CODE,
+           _f("log_dir", STRING, "the broker's data directory"),
+           _f("topics", Array(_s(
+               "LogDirTopic", TOPIC_NAME,
+               _f("partitions", Array(_s(
+                   "LogDirPartition", PARTITION,
+                   _f("size", INT64, "bytes of the partition's segments"),
+                   _f("log_start_offset", INT64),
+                   _f("log_end_offset", INT64),
+                   _f("high_watermark", INT64),
+                   _f("segments", INT32, "how many segments the log has"))))))))))),
+    "The partitions on this broker's disk (kafka-log-dirs), each replica it holds whether it "
+    "leads it or follows: size, log start and end offsets, high watermark, segment count. Ask "
+    "every broker for the whole cluster.",
+)
+
 # ------------------------------------------------------------------------------ FindCoordinator
 FIND_COORDINATOR = Api(
     ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 0,
@@ -354,6 +410,22 @@ DELETE_GROUPS = Api(
     "Delete Empty groups and their offsets (NON_EMPTY_GROUP otherwise).",
 )
 
+OFFSET_DELETE = Api(
+    ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0,
+    _s("OffsetDeleteRequest",
+       _f("group_id", STRING),
+       _f("topics", Array(_s("OffsetDeleteTopic", TOPIC_NAME,
+                             _f("partitions", Array(INT32)))))),
+    _s("OffsetDeleteResponse", ERROR_CODE,
+       _f("topics", Array(_s("OffsetDeleteTopicResult", TOPIC_NAME,
+                             _f("partitions", Array(_s(
+                                 "OffsetDeletePartitionResult", PARTITION, ERROR_CODE))))))),
+    "Delete a group's committed offsets of some partitions (tombstones in __consumer_offsets); "
+    "answered once written. GROUP_ID_NOT_FOUND for a group that does not exist; a group with "
+    "members keeps the offsets of topics they subscribe to (GROUP_SUBSCRIBED_TO_TOPIC in those "
+    "partitions' entries). A partition without a committed offset is answered with no error.",
+)
+
 # -------------------------------------------------------------------------- CreatePartitions
 CREATE_PARTITIONS = Api(
     ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 0,
@@ -367,6 +439,49 @@ CREATE_PARTITIONS = Api(
        _f("validate_only", Bool())),
     _s("CreatePartitionsResponse", _f("topics", Array(TOPIC_RESULT))),
     "Increase topics' partition counts (never decrease). Groups subscribed to them rebalance.",
+)
+
+# ------------------------------------------------------- DescribeConfigs / IncrementalAlterConfigs
+RESOURCE_TYPE = _f("resource_type", INT8, "2: a topic (the only resource with configs here)")
+RESOURCE_NAME = _f("resource_name", STRING, "the topic name")
+DESCRIBE_CONFIGS = Api(
+    ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 0, 0,
+    _s("DescribeConfigsRequest",
+       _f("resources", Array(_s("DescribeConfigsResource", RESOURCE_TYPE, RESOURCE_NAME,
+                                _f("config_names", Array(STRING, nullable=True),
+                                   "configs to describe (any of their names); null for all")))),
+       ),
+    _s("DescribeConfigsResponse",
+       _f("results", Array(_s("DescribeConfigsResult", ERROR_CODE, ERROR_MESSAGE,
+                              RESOURCE_TYPE, RESOURCE_NAME,
+                              _f("configs", Array(_s(
+                                  "DescribeConfigsEntry",
+                                  _f("name", STRING, "the config by our name (retention_ms)"),
+                                  _f("value", NSTRING, "its effective value; null for none"),
+                                  _f("source", INT8,
+                                     "1: the topic's override, 4: the broker's setting, "
+                                     "5: the built-in default")))))))),
+    "Every config of topics with its effective value and where it comes from. An override "
+    "shows its value as set, whichever of its names (ours or Kafka's) it was set by.",
+)
+
+INCREMENTAL_ALTER_CONFIGS = Api(
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 0,
+    _s("IncrementalAlterConfigsRequest",
+       _f("resources", Array(_s("AlterConfigsResource", RESOURCE_TYPE, RESOURCE_NAME,
+                                _f("configs", Array(_s(
+                                    "AlterableConfig", _f("name", STRING),
+                                    _f("config_operation", INT8, "0: set, 1: delete"),
+                                    _f("value", NSTRING, "the new value; null to delete"))))))),
+       _f("timeout_ms", INT32, "cluster mode: how long to wait for this broker to apply it"),
+       _f("validate_only", Bool())),
+    _s("IncrementalAlterConfigsResponse",
+       _f("results", Array(_s("AlterConfigsResult", ERROR_CODE, ERROR_MESSAGE,
+                              RESOURCE_TYPE, RESOURCE_NAME)))),
+    "Set or delete topics' config overrides (a deleted one falls back to the broker's "
+    "setting). Each topic's changes apply all together or not at all: INVALID_CONFIG names "
+    "the topic and the bad config. Internal topics are refused (INVALID_TOPIC). In a cluster "
+    "the answer comes once the receiving broker has the new configs (or after timeout_ms).",
 )
 
 # ------------------------------------------------------------- between brokers (cluster mode)
@@ -498,10 +613,13 @@ REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
         API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
+        DELETE_RECORDS, DESCRIBE_LOG_DIRS,
         FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
-        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_PARTITIONS, LEADER_AND_ISR,
+        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CREATE_PARTITIONS,
+        LEADER_AND_ISR,
         UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
-        OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS,
+        OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

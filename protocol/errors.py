@@ -68,6 +68,7 @@ class ErrorCode(IntEnum):
     FENCED_LEADER_EPOCH = 74
     OFFSET_NOT_AVAILABLE = 78
     UNKNOWN_LEADER_EPOCH = 75
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNKNOWN_ASSIGNMENT_STRATEGY = 200
     UNSUPPORTED_API = 201
@@ -207,6 +208,10 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: _i(
         "", True, "The request names a leader epoch newer than the leader's own (it has not "
         "caught up with the controller yet)."
+    ),
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: _i(
+        "", False, "The group's members are subscribed to the topic, so its committed offsets "
+        "cannot be deleted -- stop the consumers (or unsubscribe them) first."
     ),
     # Not retriable: sending the same message again gets the same answer. Kafka answered a
     # keyless message to a compacted topic with the retriable CORRUPT_MESSAGE until KIP-467,
@@ -440,6 +445,10 @@ class FencedLeaderEpochError(BrokerError):
 
 class UnknownLeaderEpochError(BrokerError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class GroupSubscribedToTopicError(BrokerError):
+    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
 
 
 class UnknownAssignmentStrategyError(BrokerError):

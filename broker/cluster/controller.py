@@ -205,6 +205,7 @@ class Controller:
             tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
             if tp in self.model.states}
         await self._on_isr_changes(None)
+        await self._on_config_changes(None)
         await self._advance_reassignments()
         log.info("controller.started", epoch=self.epoch, brokers=sorted(registrations),
                  topics=len(topics), partitions=len(self.model.states))
@@ -264,6 +265,11 @@ class Controller:
 
     def _isr_changes_fired(self, event: WatchedEvent) -> None:
         self.submit("isr_changes")
+
+    def _config_changes_fired(self, event: WatchedEvent) -> None:
+        # with no path (the connection dropped, every watch forgotten) as with one: reading
+        # the notifications again sets the watch again and misses none
+        self.submit("config_changes")
 
     # watches fire once; each handler re-reads (and re-arms) in the controller task
     def _brokers_fired(self, event: WatchedEvent) -> None:
@@ -426,6 +432,46 @@ class Controller:
         if changed:
             self._broadcast_metadata()
             await self._advance_reassignments()
+
+    async def _on_config_changes(self, _: Any) -> None:
+        """Brokers changed topics' configs: read them again and tell every broker."""
+
+        def read() -> dict[str, dict[str, str]]:
+            client = self.zoo.kazoo
+            names = client.get_children(zk.CONFIG_CHANGES,
+                                        watch=self.zoo.forward(self._config_changes_fired))
+            configs: dict[str, dict[str, str]] = {}
+            for name in sorted(names):
+                path = f"{zk.CONFIG_CHANGES}/{name}"
+                try:
+                    data, _ = client.get(path)
+                    topics = zk.decode_config_change(path, data)
+                except NoNodeError:
+                    continue
+                except zk.ZkFormatError as exc:
+                    log.warning("controller.bad_config_change", reason=str(exc))
+                    topics = []
+                for topic in topics:
+                    if topic not in self.model.configs:
+                        continue
+                    try:
+                        data, _ = client.get(zk.topic_config_path(topic))
+                        configs[topic] = zk.decode_topic_config(topic, data)
+                    except NoNodeError:
+                        configs[topic] = {}
+                # deleted once the configs it announces are read: no change is lost
+                with contextlib.suppress(NoNodeError):
+                    client.delete(path)
+            return configs
+
+        configs = await self.zoo.call(read)
+        changed = {t: c for t, c in configs.items()
+                   if t in self.model.configs and self.model.configs[t] != c}
+        for topic, topic_configs in changed.items():
+            self.model.configs[topic] = topic_configs
+            log.info("controller.topic_configs_changed", topic=topic, configs=topic_configs)
+        if changed:
+            self._broadcast_metadata()
 
     # ====================================================================== reassignment
 

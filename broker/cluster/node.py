@@ -45,7 +45,7 @@ from broker.group_driver import GroupDriver
 from broker.identity import new_cluster_id
 from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
-from broker.topics import Topics, check_topic_name
+from broker.topics import Topics, changed_configs, check_topic_name
 from coordinator import OFFSETS_TOPIC
 from protocol.apis import ApiKey
 from protocol.errors import (
@@ -71,6 +71,8 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup_policy": "compact", "segment_bytes": str(100 *
 #: min_insync_replicas of __consumer_offsets when it has at least this many replicas + 1
 OFFSETS_MIN_INSYNC = 2
 RETRY_BACKOFF = 1.0
+#: tries of a topic config change whose znode another change moved under it
+CONFIG_WRITE_ATTEMPTS = 5
 
 
 class ClusterStartError(RuntimeError):
@@ -344,8 +346,21 @@ class ClusterNode:
 
     async def update_metadata(self, body: dict[str, Any]) -> dict[str, Any]:
         self._check_epoch(body)
+        before = self.cache.configs
         self.cache.apply(body)
+        if self._topics is not None:
+            for topic, configs in self.cache.configs.items():
+                if before.get(topic) != configs and self._topics.get(topic) is not None:
+                    self._reconfigure(topic, configs)
         return {"error_code": 0}
+
+    def _reconfigure(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Apply a topic's changed configs to its local logs (and topics.json)."""
+        assert self._topics is not None
+        try:
+            self._topics.set_configs(topic, configs)
+        except BrokerError as exc:  # another broker accepted what this one cannot use
+            log.warning("cluster.topic_configs_refused", topic=topic, reason=str(exc))
 
     async def stop_replica(self, body: dict[str, Any]) -> dict[str, Any]:
         self._check_epoch(body)
@@ -617,6 +632,55 @@ class ClusterNode:
         await self.zoo.call(write)
         await self._wait_until(lambda: self._has_leaders(name, count), timeout_ms,
                                f"topic {name!r}: the new partitions have no leader yet")
+
+    async def alter_topic_configs(self, name: str, set_: Mapping[str, str],
+                                  delete: list[str], *, validate_only: bool,
+                                  timeout_ms: int) -> None:
+        """Change a topic's config overrides: ``/config/topics/<name>`` (conditional on its
+        version) and a change notification for the controller, in one transaction; answered
+        once this broker's cache has the new configs (or after ``timeout_ms``)."""
+        if name not in self.cache.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        assert self._topics is not None
+        topics = self._topics
+
+        def write() -> dict[str, str]:
+            client = self.zoo.kazoo
+            for _ in range(CONFIG_WRITE_ATTEMPTS):
+                try:
+                    data, stat = client.get(zk.topic_config_path(name))
+                    current, version = zk.decode_topic_config(name, data), stat.version
+                except NoNodeError:
+                    current, version = {}, -1
+                configs = changed_configs(current, set_, delete)
+                try:
+                    topics.check_configs(name, configs)
+                except ValueError as exc:
+                    raise InvalidConfigError(f"topic {name!r}: {exc}") from None
+                if validate_only:
+                    return configs
+                tx = client.transaction()
+                encoded = zk.encode_topic_config(configs)
+                if version < 0:
+                    tx.create(zk.topic_config_path(name), encoded)
+                else:
+                    tx.set_data(zk.topic_config_path(name), encoded, version=version)
+                tx.create(f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
+                          zk.encode_config_change([name]), sequence=True)
+                results = tx.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    return configs
+                # another change came first (or the node appeared): read it again
+            raise RequestTimedOutError(
+                f"topic {name!r}: its configs kept changing under this change; try again")
+
+        configs = await self.zoo.call(write)
+        if validate_only:
+            return
+        log.info("cluster.topic_configs_requested", topic=name, configs=configs)
+        await self._wait_until(lambda: self.cache.configs.get(name) == configs, timeout_ms,
+                               f"topic {name!r}: its configs are changed but not every "
+                               "broker may have them yet")
 
     async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
                        ) -> dict[tuple[str, int], str | None]:

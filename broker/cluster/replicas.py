@@ -458,6 +458,10 @@ class ReplicaFetcher:
         if hw > plog.high_watermark:
             plog.high_watermark = hw
             self.manager._wake_fetches(*replica.tp)
+        # the leader's log start moved up (DeleteRecords): follow it (Kafka does so)
+        leader_start = min(p["log_start_offset"], plog.log_end_offset)
+        if leader_start > plog.log_start_offset:
+            plog.advance_log_start(leader_start)
 
 
 def _truncation_point(plog: PartitionLog, leader_epoch: int, leader_end: int) -> int:

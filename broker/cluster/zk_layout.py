@@ -18,6 +18,7 @@ tell a format it does not know. Paths are relative to the chroot given in ``zook
     /admin/reassign_partitions                     {"version":1,"partitions":[{"topic":..,
                                                     "partition":..,"replicas":[..]}]}
     /config/topics/<topic>                         {"version":1,"config":{"cleanup_policy":..}}
+    /config/changes/config_change_<seq>            {"version":1,"topics":[..]} (configs changed)
     /isr_change_notification/isr_change_<seq>      {"version":1,"partitions":[{"topic":..,
                                                     "partition":..}]}
 """
@@ -39,12 +40,17 @@ DELETE_TOPICS = "/admin/delete_topics"
 #: partitions being moved to new replicas, so that a new controller finishes the moves
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 TOPIC_CONFIGS = "/config/topics"
+#: a broker that changed topics' configs drops a sequential node here; the controller reads the
+#: configs again and tells every broker (Kafka's config change notifications)
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 #: leaders drop a sequential node here after changing an ISR; the controller picks them up
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 
 #: every persistent node a cluster needs before brokers use it
-PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ISR_CHANGES)
+PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ISR_CHANGES,
+                    CONFIG_CHANGES)
 
 
 class ZkFormatError(ValueError):
@@ -244,6 +250,18 @@ def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
         return [(str(p["topic"]), int(p["partition"])) for p in doc["partitions"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
+
+
+def encode_config_change(topics: Sequence[str]) -> bytes:
+    return _dump({"version": 1, "topics": list(topics)})
+
+
+def decode_config_change(path: str, data: bytes) -> list[str]:
+    doc = _load(path, data)
+    topics = doc.get("topics")
+    if not isinstance(topics, list):
+        raise ZkFormatError(f"{path}: topics is not a list")
+    return [str(t) for t in topics]
 
 
 def encode_reassignments(moves: Mapping[tuple[str, int], Sequence[int]]) -> bytes:

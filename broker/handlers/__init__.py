@@ -12,7 +12,16 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.frames import WithFileSlices
-from broker.handlers import cluster, fetch, groups, list_offsets, metadata, produce, topics
+from broker.handlers import (
+    cluster,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+    records,
+    topics,
+)
 from coordinator import GroupCoordinator
 from protocol.apis import ApiKey
 from protocol.wire import Request
@@ -28,8 +37,12 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.PRODUCE: produce.produce,
     ApiKey.FETCH: fetch.fetch,
     ApiKey.LIST_OFFSETS: list_offsets.list_offsets,
+    ApiKey.DELETE_RECORDS: records.delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: records.describe_log_dirs,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
     ApiKey.CREATE_PARTITIONS: topics.create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: topics.describe_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: topics.incremental_alter_configs,
     ApiKey.LEADER_AND_ISR: cluster.leader_and_isr,
     ApiKey.UPDATE_METADATA: cluster.update_metadata,
     ApiKey.STOP_REPLICA: cluster.stop_replica,

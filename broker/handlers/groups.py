@@ -58,8 +58,8 @@ async def _cluster_coordinator(
 
 
 async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups
-    and DeleteGroups: the coordinator's answer."""
+    """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+    DeleteGroups and OffsetDelete: the coordinator's answer."""
     client = CLIENT_CONNECTION.get()
     answer = await ctx.groups.request(
         request.api.key,

@@ -1,9 +1,11 @@
-"""CreateTopics, DeleteTopics and CreatePartitions: each topic in a request succeeds or fails on
-its own. In cluster mode the topic changes go through ZooKeeper and the controller
-(``ctx.cluster``); a single broker makes them itself (``ctx.topics``).
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs:
+each topic in a request succeeds or fails on its own. In cluster mode the topic changes go
+through ZooKeeper and the controller (``ctx.cluster``); a single broker makes them itself
+(``ctx.topics``).
 
 Internal topics cannot be deleted by clients (INVALID_TOPIC): deleting ``__consumer_offsets``
-would lose every group and its committed offsets at the next start.
+would lose every group and its committed offsets at the next start. Nor can their configs be
+altered (the coordinator relies on ``__consumer_offsets`` being compacted).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import Any
 
 from broker.cluster.placement import PlacementError, check_assignment
 from broker.context import BrokerContext
-from broker.topics import refuse_internal
+from broker.topics import config_aliases, refuse_internal
+from broker.topics import describe_configs as describe_topic_configs
 from protocol.errors import (
     BrokerError,
     ErrorCode,
+    InvalidConfigError,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     error_class,
@@ -115,6 +119,89 @@ async def create_partitions(ctx: BrokerContext, request: Request) -> dict[str, A
             continue
         results.append(_result(name, ErrorCode.NONE, None))
     return {"topics": results}
+
+
+#: DescribeConfigs / IncrementalAlterConfigs resource types (Kafka's): only topics have configs
+RESOURCE_TOPIC = 2
+#: IncrementalAlterConfigs operations
+CONFIG_SET, CONFIG_DELETE = 0, 1
+
+
+async def describe_configs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    results = []
+    for entry in request.body["resources"]:
+        name, wanted = entry["resource_name"], entry["config_names"]
+        result: dict[str, Any] = {"error_code": ErrorCode.NONE, "error_message": None,
+                                  "resource_type": entry["resource_type"],
+                                  "resource_name": name, "configs": []}
+        results.append(result)
+        if entry["resource_type"] != RESOURCE_TOPIC:
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"resource type {entry['resource_type']} has no "
+                          f"configs here; only topics ({RESOURCE_TOPIC}) do")
+            continue
+        topic = (ctx.cluster.cache if ctx.cluster is not None else ctx.topics).get(name)
+        if topic is None:
+            result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                          error_message=f"topic {name!r} does not exist")
+            continue
+        result["configs"] = [
+            {"name": key, "value": value, "source": source}
+            for key, value, source in describe_topic_configs(topic.configs, ctx.settings)
+            if wanted is None or any(a in wanted for a in config_aliases(key))
+        ]
+    return {"results": results}
+
+
+async def incremental_alter_configs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    results = []
+    for entry in request.body["resources"]:
+        name = entry["resource_name"]
+        try:
+            if entry["resource_type"] != RESOURCE_TOPIC:
+                raise InvalidRequestError(
+                    f"resource type {entry['resource_type']} has no configs here; only "
+                    f"topics ({RESOURCE_TOPIC}) do")
+            refuse_internal(name, "alter configs of")
+            set_, delete = _config_operations(name, entry["configs"])
+            if ctx.cluster is not None:
+                await ctx.cluster.alter_topic_configs(
+                    name, set_, delete, validate_only=request.body["validate_only"],
+                    timeout_ms=request.body["timeout_ms"])
+            else:
+                ctx.topics.alter_configs(name, set_, delete,
+                                         validate_only=request.body["validate_only"])
+        except BrokerError as exc:
+            results.append(_config_result(entry, exc.code, str(exc)))
+            continue
+        results.append(_config_result(entry, ErrorCode.NONE, None))
+    return {"results": results}
+
+
+def _config_operations(name: str, ops: list[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
+    set_: dict[str, str] = {}
+    delete: list[str] = []
+    for op in ops:
+        key = op["name"]
+        if op["config_operation"] == CONFIG_SET:
+            if op["value"] is None:
+                raise InvalidConfigError(f"topic {name!r}: config {key!r} is set to null")
+            set_[key] = op["value"]
+        elif op["config_operation"] == CONFIG_DELETE:
+            delete.append(key)
+        else:
+            raise InvalidRequestError(
+                f"topic {name!r}: config {key!r}: unknown operation {op['config_operation']} "
+                f"(0 set, 1 delete)")
+    if len({*set_, *delete}) < len(ops):
+        raise InvalidRequestError(f"topic {name!r}: a config is named more than once")
+    return set_, delete
+
+
+def _config_result(entry: dict[str, Any], code: ErrorCode, message: str | None
+                   ) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message,
+            "resource_type": entry["resource_type"], "resource_name": entry["resource_name"]}
 
 
 def check_single_broker_assignment(assignments: list[list[int]], broker_id: int) -> None:

@@ -36,6 +36,9 @@ CLEANER_CHECKPOINT = "cleaner-checkpoint"
 CLEAN_SHUTDOWN = "clean-shutdown"
 SWAP_MANIFEST = "compaction-swap"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Kafka's log-start-offset-checkpoint, per partition: a log start moved by DeleteRecords above
+# the first segment's base offset.
+LOG_START_OFFSET = "log-start-offset"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # in the data directory
 CHECKPOINT_VERSION = 0
 

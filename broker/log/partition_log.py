@@ -104,8 +104,14 @@ class PartitionLog:
         leader_epochs: LeaderEpochCache | None = None,
         replicated: bool = False,
         high_watermark: int | None = None,
+        log_start_offset: int | None = None,
     ) -> None:
         self._directory = directory
+        # The log start: the first segment's base offset, or above it once DeleteRecords moved
+        # it (``advance_log_start``); kept in the ``log-start-offset`` file.
+        self._log_start = min(
+            max(log_start_offset or 0, segments.log_start_offset), segments.log_end_offset
+        )
         self._config = config
         self._segments: SegmentList | None = segments
         self._clock = clock
@@ -124,7 +130,7 @@ class PartitionLog:
         self._replicated = replicated
         self._high_watermark: int | None = None
         if replicated:
-            start, end = segments.log_start_offset, segments.log_end_offset
+            start, end = self._log_start, segments.log_end_offset
             wanted = start if high_watermark is None else high_watermark
             self._high_watermark = min(max(wanted, start), end)
 
@@ -180,7 +186,9 @@ class PartitionLog:
         checkpoint = min(checkpoint or 0, segments[-1].base_offset)
         leader_epochs = LeaderEpochCache.load(directory / layout.LEADER_EPOCH_CHECKPOINT)
         leader_epochs.truncate_from_end(segments[-1].next_offset)  # a lost tail's epochs
-        leader_epochs.truncate_from_start(segments[0].base_offset)
+        log_start = layout.read_offset_file(directory / layout.LOG_START_OFFSET) or 0
+        log_start = min(max(log_start, segments[0].base_offset), segments[-1].next_offset)
+        leader_epochs.truncate_from_start(log_start)
         if clean:
             marker.unlink()
         layout.fsync_dir(directory)
@@ -193,6 +201,7 @@ class PartitionLog:
             leader_epochs=leader_epochs,
             replicated=replicated,
             high_watermark=high_watermark,
+            log_start_offset=log_start,
         )
 
     # ---------------------------------------------------------------------------------------
@@ -218,7 +227,11 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self._live().log_start_offset
+        return self._start(self._live())
+
+    def _start(self, segments: SegmentList) -> int:
+        """The log start: the first segment's base, or the offset DeleteRecords moved it to."""
+        return max(self._log_start, segments.log_start_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -246,9 +259,9 @@ class PartitionLog:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         segments = self._live()
-        if not segments.log_start_offset <= offset <= segments.log_end_offset:
+        if not self._start(segments) <= offset <= segments.log_end_offset:
             raise ValueError(
-                f"high watermark {offset} is outside [{segments.log_start_offset}, "
+                f"high watermark {offset} is outside [{self._start(segments)}, "
                 f"{segments.log_end_offset}]"
             )
         self._high_watermark = offset
@@ -462,7 +475,7 @@ class PartitionLog:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         segments = self._live()
-        start, end = segments.log_start_offset, segments.log_end_offset
+        start, end = self._start(segments), segments.log_end_offset
         if not start <= offset <= end:
             raise LogOffsetOutOfRangeError(offset, start, end)
         limit = end if max_offset is None else min(end, max_offset)
@@ -488,11 +501,18 @@ class PartitionLog:
         end offsets, with timestamp -1."""
         segments = self._live()
         if timestamp_ms == EARLIEST_TIMESTAMP:
-            return segments.log_start_offset, -1
+            return self._start(segments), -1
         if timestamp_ms == LATEST_TIMESTAMP:
             return segments.log_end_offset, -1
         if timestamp_ms < 0:
             raise ValueError(f"timestamp must be >= 0, -1 or -2, got {timestamp_ms}")
+        found = self._find_timestamp(segments, timestamp_ms)
+        if found is None:
+            return None
+        return max(found[0], self._start(segments)), found[1]  # none below the log start
+
+    @staticmethod
+    def _find_timestamp(segments: SegmentList, timestamp_ms: int) -> tuple[int, int] | None:
         for segment in segments.segments:
             if segment.max_timestamp < timestamp_ms:
                 continue
@@ -575,7 +595,7 @@ class PartitionLog:
             old_end = segments.log_end_offset
             if offset >= old_end:
                 return old_end
-            if offset < segments.log_start_offset:
+            if offset < self._start(segments):
                 self._start_empty_at(offset)
                 end = offset
             else:
@@ -602,7 +622,7 @@ class PartitionLog:
         log.info(
             "log.truncated_fully",
             directory=str(self._directory),
-            old_log_start_offset=old.log_start_offset,
+            old_log_start_offset=self._start(old),
             old_log_end_offset=old.log_end_offset,
             log_start_offset=offset,
         )
@@ -643,6 +663,11 @@ class PartitionLog:
         new = Segment.create(self._directory, offset, self._config.index_interval_bytes)
         self._segments = SegmentList([new])
         self._unflushed = []
+        if self._log_start != offset:
+            self._log_start = offset
+            layout.write_offset_file(
+                self._directory / layout.LOG_START_OFFSET, offset, durable=True
+            )
         self._after_truncation(offset, offset)
         self._leader_epochs.clear()
 
@@ -662,7 +687,7 @@ class PartitionLog:
         )
         if self._high_watermark is not None:
             self._high_watermark = min(
-                max(self._high_watermark, segments.log_start_offset), segments.log_end_offset
+                max(self._high_watermark, self._start(segments)), segments.log_end_offset
             )
 
     def assign_leader_epoch(self, epoch: int) -> bool:
@@ -718,14 +743,53 @@ class PartitionLog:
                 if segment in self._unflushed:
                     self._unflushed.remove(segment)
             self._directory_changed = True
-            self._leader_epochs.truncate_from_start(self._segments.log_start_offset)
+            self._leader_epochs.truncate_from_start(self._start(self._segments))
         log.info(
             "log.retention",
             directory=str(self._directory),
             segments_deleted=count,
-            log_start_offset=self._segments.log_start_offset,
+            log_start_offset=self._start(self._segments),
         )
         return count
+
+    def advance_log_start(self, offset: int) -> bool:
+        """Move the log start up to ``offset`` (DeleteRecords; a follower following its
+        leader's log start): reads below it fail with ``LogOffsetOutOfRangeError`` and
+        ListOffsets' earliest gives it. The closed segments wholly below it are deleted at once;
+        the one holding it stays until retention passes it. Durable (the ``log-start-offset``
+        file) when it returns. An offset at or below the log start changes nothing (False);
+        one above the log end offset raises ``LogOffsetOutOfRangeError``."""
+        with self._lock:
+            segments = self._live()
+            start, end = self._start(segments), segments.log_end_offset
+            if offset <= start:
+                return False
+            if offset > end:
+                raise LogOffsetOutOfRangeError(offset, start, end)
+            layout.write_offset_file(self._directory / layout.LOG_START_OFFSET, offset,
+                                     durable=True)
+            self._log_start = offset
+            closed = segments.closed
+            count = 0
+            while count < len(closed) and closed[count].next_offset <= offset:
+                count += 1
+            if count:
+                self._segments = segments.without_first(count)
+                for segment in closed[:count]:
+                    segment.delete_files()
+                    if segment in self._unflushed:
+                        self._unflushed.remove(segment)
+                self._directory_changed = True
+            self._leader_epochs.truncate_from_start(offset)
+            if self._high_watermark is not None and self._high_watermark < offset:
+                self._high_watermark = offset
+        log.info(
+            "log.start_advanced",
+            directory=str(self._directory),
+            log_start_offset=offset,
+            segments_deleted=count,
+        )
+        return True
 
     # ---------------------------------------------------------------------------------------
     # Compaction

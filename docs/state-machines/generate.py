@@ -164,7 +164,9 @@ DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
     (
         "Admin APIs",
         "Not in the seed.",
-        "ListGroups, DescribeGroups, and DeleteGroups for Empty groups (else NON_EMPTY_GROUP).",
+        "ListGroups, DescribeGroups, DeleteGroups for Empty groups (else NON_EMPTY_GROUP), and "
+        "OffsetDelete, which keeps the offsets of topics a group's members subscribe to "
+        "(GROUP_SUBSCRIBED_TO_TOPIC).",
         "The CLI shows what every group is doing (DESIGN.md).",
     ),
 )
