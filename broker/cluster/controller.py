@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import structlog
@@ -60,9 +61,26 @@ def _session_ended(exc: BaseException) -> str:
     return f"the ZooKeeper connection or session was lost ({type(exc).__name__})"
 
 
+class ControllerEvent(Enum):
+    """What the controller's one queue carries; each has one handler in ``_HANDLERS``."""
+
+    RESIGN = "resign"
+    BROKERS_CHANGED = "brokers changed"
+    TOPICS_CHANGED = "topics changed"
+    REWATCH_ASSIGNMENTS = "rewatch assignments"
+    ASSIGNMENT_CHANGED = "assignment changed"
+    DELETIONS_FIRED = "deletions requested"
+    DELETE_TOPICS = "delete topics"
+    ISR_CHANGES = "ISR changes"
+    CONFIG_CHANGES = "config changes"
+    REASSIGN = "reassign"
+    CONTROLLED_SHUTDOWN = "controlled shutdown"
+    PREFERRED_ELECTION = "preferred election"
+
+
 @dataclass
 class _Event:
-    kind: str
+    kind: ControllerEvent
     payload: Any = None
     reply: Callable[[Any], None] | None = None
 
@@ -153,7 +171,7 @@ class Controller:
                         event.reply(NotControllerAnyMore(
                             "this broker is not the controller any more"))
 
-    def submit(self, kind: str, payload: Any = None,
+    def submit(self, kind: ControllerEvent, payload: Any = None,
                reply: Callable[[Any], None] | None = None) -> None:
         try:
             self._send.send_nowait(_Event(kind, payload, reply))
@@ -162,13 +180,14 @@ class Controller:
                 reply(NotControllerAnyMore("this broker is not the controller any more"))
 
     def resign(self, reason: str) -> None:
-        self.submit("resign", reason)
+        self.submit(ControllerEvent.RESIGN, reason)
 
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
-        remaining: list[TopicPartition] = await self.ask("controlled_shutdown", broker_id)
+        remaining: list[TopicPartition] = await self.ask(
+            ControllerEvent.CONTROLLED_SHUTDOWN, broker_id)
         return remaining
 
-    async def ask(self, kind: str, payload: Any) -> Any:
+    async def ask(self, kind: ControllerEvent, payload: Any) -> Any:
         """Submit an event and wait for its result (NotControllerAnyMore if it resigned)."""
         done = trio.Event()
         answer: list[Any] = []
@@ -261,22 +280,22 @@ class Controller:
         names = self.zoo.kazoo.get_children(
             zk.DELETE_TOPICS, watch=self.zoo.forward(self._deletions_fired))
         if names:
-            self.submit("delete_topics", names)
+            self.submit(ControllerEvent.DELETE_TOPICS, names)
 
     def _isr_changes_fired(self, event: WatchedEvent) -> None:
-        self.submit("isr_changes")
+        self.submit(ControllerEvent.ISR_CHANGES)
 
     def _config_changes_fired(self, event: WatchedEvent) -> None:
         # with no path (the connection dropped, every watch forgotten) as with one: reading
         # the notifications again sets the watch again and misses none
-        self.submit("config_changes")
+        self.submit(ControllerEvent.CONFIG_CHANGES)
 
     # watches fire once; each handler re-reads (and re-arms) in the controller task
     def _brokers_fired(self, event: WatchedEvent) -> None:
-        self.submit("brokers_changed")
+        self.submit(ControllerEvent.BROKERS_CHANGED)
 
     def _topics_fired(self, event: WatchedEvent) -> None:
-        self.submit("topics_changed")
+        self.submit(ControllerEvent.TOPICS_CHANGED)
 
     def _assignment_fired(self, event: WatchedEvent) -> None:
         if event.path is None:
@@ -284,23 +303,22 @@ class Controller:
             # them all: read every topic again (once), which sets their watches again
             if not self._rewatch_pending:
                 self._rewatch_pending = True
-                self.submit("rewatch_assignments")
+                self.submit(ControllerEvent.REWATCH_ASSIGNMENTS)
             return
         topic = event.path.rsplit("/", 1)[-1]
-        self.submit("assignment_changed", topic)
+        self.submit(ControllerEvent.ASSIGNMENT_CHANGED, topic)
 
     def _deletions_fired(self, event: WatchedEvent) -> None:
-        self.submit("deletions_fired")
+        self.submit(ControllerEvent.DELETIONS_FIRED)
 
     # ============================================================================ events
 
     async def _handle(self, event: _Event) -> None:
-        kind = event.kind
-        if kind == "resign":
+        if event.kind is ControllerEvent.RESIGN:
             raise NotControllerAnyMore(str(event.payload))
         try:
             try:
-                result = await getattr(self, f"_on_{kind}")(event.payload)
+                result = await _HANDLERS[event.kind](self, event.payload)
             except SESSION_ENDED as exc:
                 raise NotControllerAnyMore(_session_ended(exc)) from None
         except NotControllerAnyMore as exc:
@@ -584,7 +602,7 @@ class Controller:
         while True:
             await trio.sleep(self.settings.leader_imbalance_check_interval_ms / 1000)
             if any(ratio > threshold for ratio in self.model.imbalance().values()):
-                self.submit("preferred_election", None)
+                self.submit(ControllerEvent.PREFERRED_ELECTION, None)
 
     # ============================================================================ writes
 
@@ -699,3 +717,20 @@ class Controller:
         self._queues[broker_id] = queue
         assert self._nursery is not None
         self._nursery.start_soon(queue.run)
+
+
+_HANDLERS: dict[ControllerEvent, Callable[[Controller, Any], Awaitable[Any]]] = {
+    ControllerEvent.BROKERS_CHANGED: Controller._on_brokers_changed,
+    ControllerEvent.TOPICS_CHANGED: Controller._on_topics_changed,
+    ControllerEvent.REWATCH_ASSIGNMENTS: Controller._on_rewatch_assignments,
+    ControllerEvent.ASSIGNMENT_CHANGED: Controller._on_assignment_changed,
+    ControllerEvent.DELETIONS_FIRED: Controller._on_deletions_fired,
+    ControllerEvent.DELETE_TOPICS: Controller._on_delete_topics,
+    ControllerEvent.ISR_CHANGES: Controller._on_isr_changes,
+    ControllerEvent.CONFIG_CHANGES: Controller._on_config_changes,
+    ControllerEvent.REASSIGN: Controller._on_reassign,
+    ControllerEvent.CONTROLLED_SHUTDOWN: Controller._on_controlled_shutdown,
+    ControllerEvent.PREFERRED_ELECTION: Controller._on_preferred_election,
+}
+assert set(_HANDLERS) == set(ControllerEvent) - {ControllerEvent.RESIGN}, (
+    "every controller event needs a handler")

@@ -29,7 +29,12 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 
 from broker.cluster import zk_layout as zk
-from broker.cluster.controller import Controller, NotControllerAnyMore, try_to_become_controller
+from broker.cluster.controller import (
+    Controller,
+    ControllerEvent,
+    NotControllerAnyMore,
+    try_to_become_controller,
+)
 from broker.cluster.links import BrokerLink, LinkError
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.placement import (
@@ -691,7 +696,7 @@ class ClusterNode:
                 f"(the controller is {self.cache.controller_id})")
         try:
             answer: dict[tuple[str, int], str | None] = await self.controller.ask(
-                "reassign", wanted)
+                ControllerEvent.REASSIGN, wanted)
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
         return answer
@@ -705,7 +710,8 @@ class ClusterNode:
                 f"broker {self.broker_id} is not the controller "
                 f"(the controller is {self.cache.controller_id})")
         try:
-            moved: list[tuple[str, int]] = await self.controller.ask("preferred_election", tps)
+            moved: list[tuple[str, int]] = await self.controller.ask(
+                ControllerEvent.PREFERRED_ELECTION, tps)
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
         return moved
