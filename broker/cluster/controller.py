@@ -582,7 +582,13 @@ class Controller:
             return changes
 
         changes = await self._settle(decide)
-        self._tell([c.tp for c in changes])
+        moved = [c.tp for c in changes]
+        # the stopping broker is told to stop its replicas instead of following the new
+        # leaders: a follower that kept fetching would be taken back into the ISRs it just left
+        self._tell(moved, only=set(self.model.live) - {broker_id})
+        body = self.model.stop_replica(moved, delete=False).get(broker_id)
+        if body is not None:
+            self._queue(broker_id, ApiKey.STOP_REPLICA, body)
         log.info("controller.controlled_shutdown", broker_id=broker_id, moved=len(changes),
                  remaining=len(remaining))
         return remaining
