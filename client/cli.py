@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from client.admin import Admin
+from client.cli_args import non_negative_int, positive_int
 from client.cli_cluster import add_cluster_parser
 from client.cli_groups import add_groups_parser
 from client.cli_records import add_records_parser
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_argument(
         "--api-timeout-ms",
         dest="api_timeout_ms",
-        type=_positive_int,
+        type=positive_int,
         default=10_000,
         metavar="MS",
         help="how long to wait for brokers to answer (default: %(default)s)",
@@ -91,11 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     create.add_argument("topic", help="topic name: [a-zA-Z0-9._-], at most 249 characters")
     create.add_argument(
-        "--partitions", type=_positive_int, default=1, help="partition count (default: 1)"
+        "--partitions", type=positive_int, default=1, help="partition count (default: 1)"
     )
     create.add_argument(
         "--replication-factor",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="copies of each partition; at most the number of live brokers (default: 1)",
     )
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "change its configs",
     )
     alter.add_argument("topic")
-    alter.add_argument("--partitions", type=_positive_int,
+    alter.add_argument("--partitions", type=positive_int,
                        help="the new total partition count, larger than the current one")
     alter.add_argument("--config", action="append", default=[], type=_key_value,
                        metavar="KEY=VALUE",
@@ -157,12 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         "returns at once with --no-wait).",
     )
     reassign.add_argument("topic")
-    reassign.add_argument("--partition", type=_non_negative_int, required=True)
+    reassign.add_argument("--partition", type=non_negative_int, required=True)
     reassign.add_argument("--replicas", required=True, type=_broker_ids, metavar="ID,ID,...",
                           help="the new replicas, the preferred leader first")
     reassign.add_argument("--no-wait", dest="wait", action="store_false",
                           help="return once the move has started")
-    reassign.add_argument("--wait-timeout-ms", type=_positive_int, default=120_000,
+    reassign.add_argument("--wait-timeout-ms", type=positive_int, default=120_000,
                           metavar="MS", help="how long to wait for the move (default: "
                           "%(default)s)")
     reassign.set_defaults(run=cmd_topics_reassign)
@@ -199,12 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="0: do not wait; 1: the leader wrote it; all: every in-sync replica has it "
         "(default: 1)",
     )
-    produce.add_argument("--partition", type=_non_negative_int, help="send every line here")
+    produce.add_argument("--partition", type=non_negative_int, help="send every line here")
     produce.add_argument(
-        "--linger-ms", type=_non_negative_int, default=5, help="batching delay (default: 5)"
+        "--linger-ms", type=non_negative_int, default=5, help="batching delay (default: 5)"
     )
     produce.add_argument(
-        "--batch-bytes", type=_positive_int, default=65_536, help="batch size (default: 65536)"
+        "--batch-bytes", type=positive_int, default=65_536, help="batch size (default: 65536)"
     )
     produce.add_argument(
         "--null-marker", metavar="STR",
@@ -237,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="topics to read (with --pattern: one regular expression for topic names)",
     )
     consume.add_argument(
-        "--partition", type=_non_negative_int,
+        "--partition", type=non_negative_int,
         help="only this partition of the one TOPIC (default: all; not with --group)",
     )
     start = consume.add_mutually_exclusive_group()
@@ -251,11 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         "nothing is committed), or offset N (needs --partition)",
     )
     consume.add_argument(
-        "--max-messages", type=_positive_int, help="exit after this many messages"
+        "--max-messages", type=positive_int, help="exit after this many messages"
     )
     consume.add_argument(
         "--timeout-ms",
-        type=_positive_int,
+        type=positive_int,
         help="exit when no message arrives for this long (default: wait forever)",
     )
     consume.add_argument(
@@ -305,23 +306,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
-
-
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -333,7 +317,7 @@ def _start_offset(text: str) -> str | int:
     if text in ("earliest", "latest"):
         return text
     try:
-        return _non_negative_int(text)
+        return non_negative_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not earliest, latest or an offset (a whole number, at least 0)"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from client.admin import Admin
+from client.cli_args import positive_int
 from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
 from client.group_admin import (
     OFFSETS_TOPIC,
@@ -67,7 +68,7 @@ def add_cluster_parser(
         "bootstrap list. Refuses when --dir already has a running cluster.",
     )
     up.add_argument(
-        "--brokers", type=_positive_int, default=3, metavar="N",
+        "--brokers", type=positive_int, default=3, metavar="N",
         help="how many brokers (default: %(default)s)",
     )
     up.add_argument(
@@ -76,7 +77,7 @@ def add_cluster_parser(
         "(default chroot: /odradek)",
     )
     up.add_argument(
-        "--rack-count", type=_positive_int, metavar="K",
+        "--rack-count", type=positive_int, metavar="K",
         help="give the brokers racks rack-0..rack-(K-1), round-robin (default: no racks)",
     )
     up.add_argument(
@@ -118,7 +119,7 @@ def add_cluster_parser(
         "--dir", type=Path, help="ask the local cluster recorded in DIR/cluster.json"
     )
     status.add_argument(
-        "--api-timeout-ms", dest="api_timeout_ms", type=_positive_int, default=10_000,
+        "--api-timeout-ms", dest="api_timeout_ms", type=positive_int, default=10_000,
         metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
     )
     status.set_defaults(run=cmd_cluster_status)
@@ -140,20 +141,10 @@ def add_cluster_parser(
     elect_where.add_argument("--dir", type=Path,
                              help="ask the local cluster recorded in DIR/cluster.json")
     elect.add_argument(
-        "--api-timeout-ms", dest="api_timeout_ms", type=_positive_int, default=10_000,
+        "--api-timeout-ms", dest="api_timeout_ms", type=positive_int, default=10_000,
         metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
     )
     elect.set_defaults(run=cmd_cluster_elect_leaders)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 # ---------------------------------------------------------------------------------- up, down

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from client.admin import Admin
+from client.cli_args import non_negative_int
 from client.records import TopicPartition
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -40,7 +41,7 @@ def add_records_parser(
         "below it fail with OFFSET_OUT_OF_RANGE, and whole segments below it are deleted. "
         "OFFSET may not be above the high watermark; -1 or latest means the high watermark.")
     delete.add_argument("--topic", required=True)
-    delete.add_argument("--partition", required=True, type=_partition)
+    delete.add_argument("--partition", required=True, type=non_negative_int)
     delete.add_argument("--before", required=True, type=_before_offset, metavar="OFFSET",
                         help="the new log start offset, or -1 / latest for the high watermark")
     delete.set_defaults(run=cmd_records_delete)
@@ -55,16 +56,6 @@ def add_records_parser(
     log_dirs.add_argument("--broker", action="append", dest="brokers", type=int,
                           metavar="ID", help="ask only this broker (repeatable)")
     log_dirs.set_defaults(run=cmd_log_dirs)
-
-
-def _partition(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must not be negative")
-    return value
 
 
 def _before_offset(text: str) -> int:
