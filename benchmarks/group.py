@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import selectors
 import signal
 import statistics
 import subprocess
@@ -36,8 +35,9 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from benchmarks.processes import ChildLines
 from benchmarks.servers import REPO_ROOT, start_odradek
 from client import Admin, Consumer, ConsumerRebalanceListener, Producer, TopicPartition
 
@@ -99,27 +99,14 @@ class Members:
             for _ in range(count)
         ]
         self.latest: dict[int, dict[str, Any]] = {}  # member index -> its last assignment
-        self._selector = selectors.DefaultSelector()
-        self._partial: dict[int, bytes] = {}
+        self._lines = ChildLines()
         for index, proc in enumerate(self.procs):
-            assert proc.stdout is not None
-            os.set_blocking(proc.stdout.fileno(), False)
-            self._selector.register(proc.stdout, selectors.EVENT_READ, index)
+            self._lines.add(index, proc)
 
     def read(self, timeout: float) -> None:
-        for key, _ in self._selector.select(timeout):
-            index = key.data
-            try:
-                data = os.read(key.fd, 65536)
-            except BlockingIOError:
-                continue
-            if not data:
-                self._selector.unregister(key.fileobj)
-                continue
-            lines = (self._partial.get(index, b"") + data).split(b"\n")
-            self._partial[index] = lines.pop()
-            for line in lines:
-                self.latest[index] = json.loads(line)
+        for index, report in self._lines.read(timeout):
+            if report is not None:
+                self.latest[cast(int, index)] = report
 
     def wait(self, done: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + SETTLE_S
@@ -147,7 +134,7 @@ class Members:
             proc.wait()
             if proc.stdout is not None:
                 proc.stdout.close()
-        self._selector.close()
+        self._lines.close()
 
 
 def rebalance_after(members: Members, alive: list[int], leaver: int, signum: int) -> float:

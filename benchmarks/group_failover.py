@@ -50,7 +50,6 @@ import json
 import logging
 import os
 import re
-import selectors
 import signal
 import statistics
 import subprocess
@@ -62,9 +61,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks.cluster import BROKERS, Broker, Cluster
+from benchmarks.processes import ChildLines
 from benchmarks.servers import REPO_ROOT, start_odradek
 from client import Admin, Consumer, Producer, TopicPartition
 from client.group_admin import OFFSETS_TOPIC, GroupAdmin
@@ -180,8 +180,7 @@ class Hosts:
         self.count = count
         self.views = {(g, m): MemberView() for g in groups for m in range(count)}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._selector = selectors.DefaultSelector()
-        self._partial: dict[str, bytes] = {}
+        self._lines = ChildLines()
         self.signalled_at: float | None = None
         self.victim: int | None = None
         for group in groups:
@@ -191,25 +190,15 @@ class Hosts:
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env, cwd=REPO_ROOT,
             )
             self.procs[group] = proc
-            assert proc.stdout is not None
-            os.set_blocking(proc.stdout.fileno(), False)
-            self._selector.register(proc.stdout, selectors.EVENT_READ, group)
+            self._lines.add(group, proc)
 
     def read(self, timeout: float) -> None:
-        for key, _ in self._selector.select(timeout):
-            group = key.data
-            try:
-                data = os.read(key.fd, 65536)
-            except BlockingIOError:
-                continue
-            if not data:
-                self._selector.unregister(key.fileobj)
+        for key, event in self._lines.read(timeout):
+            group = cast(str, key)
+            if event is None:
                 raise FailoverError(f"the members of {group} exited: "
                                     f"{self.procs[group].wait()}")
-            lines = (self._partial.get(group, b"") + data).split(b"\n")
-            self._partial[group] = lines.pop()
-            for line in lines:
-                self._update(group, json.loads(line))
+            self._update(group, event)
 
     def _update(self, group: str, event: dict[str, Any]) -> None:
         view = self.views[(group, event["m"])]
@@ -254,7 +243,7 @@ class Hosts:
             proc.wait()
             if proc.stdout is not None:
                 proc.stdout.close()
-        self._selector.close()
+        self._lines.close()
 
 
 # ------------------------------------------------------------------------ failover

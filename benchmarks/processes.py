@@ -1,4 +1,5 @@
-"""What /proc tells about processes the benchmarks started: their tree and their peak memory.
+"""What /proc tells about processes the benchmarks started: their tree and their peak memory;
+and ``ChildLines``, the JSON lines several of them print, read through one selector.
 
 Peak memory is ``VmHWM`` from ``/proc/PID/status``; writing 5 to ``/proc/PID/clear_refs`` starts
 it again from the current RSS, so each measurement can report the peak it caused itself.
@@ -7,7 +8,13 @@ it again from the current RSS, so each measurement can report the peak it caused
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import selectors
+import subprocess
+from collections.abc import Hashable, Iterator
 from pathlib import Path
+from typing import Any
 
 
 def peak_rss_mb(pid: int) -> float | None:
@@ -70,3 +77,37 @@ def broker_processes(pid: int) -> list[int]:
         if b"-m" in argv and b"broker" in argv:
             found.append(child)
     return found
+
+
+class ChildLines:
+    """The JSON objects child processes print, one per line on stdout, read without blocking
+    through one selector. ``read`` yields ``(key, object)`` for each whole line, and
+    ``(key, None)`` once when a child's stdout ends."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._partial: dict[Hashable, bytes] = {}
+
+    def add(self, key: Hashable, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        self._selector.register(proc.stdout, selectors.EVENT_READ, key)
+
+    def close(self) -> None:
+        self._selector.close()
+
+    def read(self, timeout: float) -> Iterator[tuple[Hashable, dict[str, Any] | None]]:
+        for selected, _ in self._selector.select(timeout):
+            key = selected.data
+            try:
+                data = os.read(selected.fd, 65536)
+            except BlockingIOError:
+                continue
+            if not data:
+                self._selector.unregister(selected.fileobj)
+                yield key, None
+                continue
+            lines = (self._partial.get(key, b"") + data).split(b"\n")
+            self._partial[key] = lines.pop()
+            for line in lines:
+                yield key, json.loads(line)
