@@ -546,13 +546,24 @@ class Controller:
             self._tell([change.tp])
 
     def _write_assignment(self, topic: str) -> None:
+        tx = self._transaction()
+        tx.set_data(zk.topic_path(topic), zk.encode_assignment(self.model.assignments[topic]))
+        self._commit(tx)
+
+    def _transaction(self) -> Any:
+        """A ZooKeeper transaction whose first step checks ``/controller_epoch`` is still at the
+        version this controller wrote: a replaced controller's writes all fail with it."""
         tx = self.zoo.kazoo.transaction()
         tx.check(zk.CONTROLLER_EPOCH, self.elected.epoch_zk_version)
-        tx.set_data(zk.topic_path(topic), zk.encode_assignment(self.model.assignments[topic]))
-        results = tx.commit()
+        return tx
+
+    def _commit(self, tx: Any) -> list[Any]:
+        """Commit a ``_transaction``; NotControllerAnyMore if the epoch check failed."""
+        results: list[Any] = tx.commit()
         if isinstance(results[0], BadVersionError | NoNodeError):
             raise NotControllerAnyMore(
                 f"/controller_epoch moved past epoch {self.epoch}: another controller took over")
+        return results
 
     def _save_reassignments(self) -> None:
         data = zk.encode_reassignments(self.model.reassigning)
@@ -644,18 +655,14 @@ class Controller:
         for change in batch:
             if change.create:
                 client.ensure_path(zk.partition_path(*change.tp))
-        tx = client.transaction()
-        tx.check(zk.CONTROLLER_EPOCH, self.elected.epoch_zk_version)
+        tx = self._transaction()
         for change in batch:
             path = zk.state_path(*change.tp)
             if change.create:
                 tx.create(path, change.state.encode())
             else:
                 tx.set_data(path, change.state.encode(), version=change.state.zk_version)
-        results = tx.commit()
-        if isinstance(results[0], BadVersionError | NoNodeError):
-            raise NotControllerAnyMore(
-                f"/controller_epoch moved past epoch {self.epoch}: another controller took over")
+        results = self._commit(tx)
         if not any(isinstance(r, Exception) for r in results):
             return [0 if c.create else c.state.zk_version + 1 for c in batch]
         if len(batch) == 1:
