@@ -47,12 +47,23 @@ class BrokerContext:
         return self.identity.broker_id
 
 
-@dataclass(frozen=True, slots=True)
+#: Who a connection is before (or without) authentication, as Kafka names it.
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
 class ClientConnection:
     id: int
     host: str
     #: The connection's socket, for ``peer_closed``; None where there is none to watch.
     socket: trio.socket.SocketType | None = None
+    #: The authenticated principal (``User:NAME``): set by the listener's TLS client
+    #: certificate or SASL exchange; the authorizer and quotas read it.
+    principal: str = ANONYMOUS
+    #: The name of the listener the connection came in on (``PLAINTEXT``, ``SASL_SSL``, ...).
+    listener: str = "PLAINTEXT"
+    #: The client id of the connection's latest request header (quotas are per client id).
+    client_id: str | None = None
 
     async def peer_closed(self) -> None:
         """Return once the peer has closed its end (EOF or a socket error); never, if there is
