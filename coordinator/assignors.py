@@ -4,9 +4,10 @@ A strategy is a small class with a ``name`` and one pure method, ``assign``, fro
 subscriptions, the partition counts of the subscribed topics and the previous generation's
 assignment to the new one. Members are ordered by member id. ``range`` and ``roundrobin`` give
 exactly Kafka's RangeAssignor and RoundRobinAssignor results for the same members and partitions;
-``sticky`` is ours. The coordinator runs whichever the group's members named, if the server's
-``partition_assignment_strategies`` allows it (seed 001: the consumer names the strategy by its
-"friendly name").
+``sticky`` is ours: balanced (at least as Kafka's StickyAssignor defines it), and moving the
+fewest partitions any balanced assignment can. The coordinator runs whichever the group's
+members named, if the server's ``partition_assignment_strategies`` allows it (seed 001: the
+consumer names the strategy by its "friendly name").
 """
 
 from __future__ import annotations
@@ -105,11 +106,19 @@ class RoundRobinStrategy(AssignmentStrategy):
 
 
 class StickyStrategy(AssignmentStrategy):
-    """Balanced, and moving as few partitions as possible from the previous generation.
+    """Balanced, and among the balanced assignments one that moves the fewest partitions.
 
-    Balanced: no partition's owner holds two or more partitions more than another member
-    subscribed to its topic (with equal subscriptions: sizes differ by at most one). Each member
-    keeps what it owned and still may own; the rest is dealt to the least-loaded subscribers.
+    Balanced: the member sizes are as even as the subscriptions allow -- no chain of moves, each
+    handing one partition to another member subscribed to its topic, takes a partition from a
+    member to one holding two or more fewer (equivalently: no assignment has a smaller sum of
+    squared sizes; with equal subscriptions: sizes differ by at most one). This implies Kafka's
+    StickyAssignor definition ("a consumer with 2+ fewer partitions than another cannot get any
+    of that consumer's partitions"), which looks at single moves only; the chain version is the
+    one under which "the fewest moves" has one answer that can be computed exactly.
+
+    Sticky: a partition is *kept* when its previous owner is still a member, still subscribed to
+    its topic and the partition still exists; the result moves the fewest kept partitions of any
+    balanced assignment, so a kept partition moves only when balance requires it.
     """
 
     name = "sticky"
@@ -122,80 +131,143 @@ class StickyStrategy(AssignmentStrategy):
     ) -> dict[str, Assignment]:
         members = sorted(subscriptions)
         topics = _subscribed_topics(subscriptions, partitions)
-        owner: dict[TopicPartition, str] = {}
+        keeper: dict[TopicPartition, str] = {}
         for member in members:
             for tp in previous.get(member, ()):
                 if (
                     tp.topic in subscriptions[member]
                     and 0 <= tp.partition < partitions.get(tp.topic, 0)
-                    and tp not in owner
+                    and tp not in keeper
                 ):
-                    owner[tp] = member
-        held: dict[str, list[TopicPartition]] = {m: [] for m in members}
-        for tp, member in owner.items():
-            held[member].append(tp)
+                    keeper[tp] = member
         everything = [TopicPartition(t, p) for t in topics for p in range(partitions[t])]
         if len({frozenset(s) for s in subscriptions.values()}) == 1:
-            return _result(subscriptions, self._by_quota(members, held, everything, owner))
-        return _result(subscriptions, self._by_moves(subscriptions, held, everything, owner))
+            return _result(subscriptions, self._by_quota(members, keeper, everything))
+        return _result(subscriptions, _ByCycles(subscriptions, keeper, everything).assign())
 
     @staticmethod
     def _by_quota(
-        members: list[str],
-        held: dict[str, list[TopicPartition]],
-        everything: list[TopicPartition],
-        owner: dict[TopicPartition, str],
+        members: list[str], keeper: Mapping[TopicPartition, str], everything: list[TopicPartition]
     ) -> dict[str, list[TopicPartition]]:
         """Equal subscriptions: quotas of n or n + 1, the larger ones going to the members that
         already hold the most, so only the excess moves."""
+        held: dict[str, list[TopicPartition]] = {m: [] for m in members}
+        for tp, member in keeper.items():
+            held[member].append(tp)
         base, extra = divmod(len(everything), len(members))
         by_holding = sorted(members, key=lambda m: (-len(held[m]), m))
         quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(by_holding)}
+        taken: set[TopicPartition] = set()
         for member in members:
-            mine = sorted(held[member])
-            for tp in mine[quota[member]:]:
-                del owner[tp]
-            held[member] = mine[: quota[member]]
-        free = iter(tp for tp in everything if tp not in owner)
+            held[member] = sorted(held[member])[: quota[member]]
+            taken.update(held[member])
+        free = iter(tp for tp in everything if tp not in taken)
         for member in members:
             while len(held[member]) < quota[member]:
                 held[member].append(next(free))
         return held
 
-    @staticmethod
-    def _by_moves(
+
+_SINK = None  # the cycle search's extra node, beside the member ids
+
+
+class _ByCycles:
+    """Different subscriptions: a minimum-cost assignment, by cancelling negative cycles.
+
+    The cost of an assignment is ``weight * sum of squared sizes + moved kept partitions``, with
+    ``weight`` above any possible number of moves, so it is minimal exactly when the assignment is
+    balanced and, among balanced ones, moves the fewest kept partitions. Start from every kept
+    partition with its keeper and the others dealt to the least-loaded subscriber (the partitions
+    with fewest subscribers first), then apply cost-lowering cycles until there are none, which
+    proves the minimum (the optimality condition of a convex-cost flow). A cycle is a ring of
+    single moves among members (member ``u`` -> ``v``: ``u`` hands one of its partitions to ``v``),
+    optionally through a sink node that lets one member lose a partition and another gain one:
+    ``v`` -> sink costs the rise of ``v``'s squared size, sink -> ``u`` the fall of ``u``'s.
+    """
+
+    def __init__(
+        self,
         subscriptions: Subscriptions,
-        held: dict[str, list[TopicPartition]],
+        keeper: Mapping[TopicPartition, str],
         everything: list[TopicPartition],
-        owner: dict[TopicPartition, str],
-    ) -> dict[str, list[TopicPartition]]:
-        """Different subscriptions: deal free partitions to the least-loaded subscriber, then move
-        single partitions from a member to a subscriber holding two or more fewer until none
-        can; the sum of squared sizes falls with every move, so this ends."""
-        subscribers = {
-            topic: sorted(m for m, s in subscriptions.items() if topic in s)
+    ) -> None:
+        self.members = sorted(subscriptions)
+        self.keeper = keeper
+        self.subscribers = {
+            topic: [m for m in self.members if topic in subscriptions[m]]
             for topic in {tp.topic for tp in everything}
         }
+        self.weight = len(everything) + 1
+        self.owner: dict[TopicPartition, str] = dict(keeper)
+        self.size = dict.fromkeys(self.members, 0)
+        for member in keeper.values():
+            self.size[member] += 1
+        free = [tp for tp in everything if tp not in keeper]
+        for tp in sorted(free, key=lambda tp: (len(self.subscribers[tp.topic]), tp)):
+            member = min(self.subscribers[tp.topic], key=lambda m: (self.size[m], m))
+            self.owner[tp] = member
+            self.size[member] += 1
 
-        def least_loaded(topic: str) -> str:
-            return min(subscribers[topic], key=lambda m: (len(held[m]), m))
-
-        for tp in everything:
-            if tp not in owner:
-                member = least_loaded(tp.topic)
-                owner[tp] = member
-                held[member].append(tp)
-        moved = True
-        while moved:
-            moved = False
-            for tp in everything:
-                source, target = owner[tp], least_loaded(tp.topic)
-                if len(held[target]) < len(held[source]) - 1:
-                    held[source].remove(tp)
-                    held[target].append(tp)
-                    owner[tp] = target
-                    moved = True
+    def assign(self) -> dict[str, list[TopicPartition]]:
+        while (cycle := self._negative_cycle()) is not None:
+            for source, target, tp in cycle:
+                self.owner[tp] = target
+                self.size[source] -= 1
+                self.size[target] += 1
+        held: dict[str, list[TopicPartition]] = {m: [] for m in self.members}
+        for tp, member in self.owner.items():
+            held[member].append(tp)
         return held
+
+    def _move_cost(self, tp: TopicPartition, source: str, target: str) -> int:
+        """+1 if the move takes ``tp`` from its keeper, -1 if it returns it, else 0."""
+        return (self.keeper.get(tp) == source) - (self.keeper.get(tp) == target)
+
+    def _edges(self) -> dict[tuple[str | None, str | None], tuple[int, TopicPartition | None]]:
+        """(from, to) -> (cost, the partition moved): the cheapest move between each pair."""
+        edges: dict[tuple[str | None, str | None], tuple[int, TopicPartition | None]] = {}
+        for tp, source in sorted(self.owner.items()):
+            for target in self.subscribers[tp.topic]:
+                if target != source:
+                    cost = self._move_cost(tp, source, target)
+                    if (source, target) not in edges or cost < edges[source, target][0]:
+                        edges[source, target] = (cost, tp)
+        for member in self.members:
+            edges[member, _SINK] = (self.weight * (2 * self.size[member] + 1), None)
+            if self.size[member]:
+                edges[_SINK, member] = (-self.weight * (2 * self.size[member] - 1), None)
+        return edges
+
+    def _negative_cycle(self) -> list[tuple[str, str, TopicPartition]] | None:
+        """The moves of one negative-cost cycle (Bellman-Ford), or None if there is none."""
+        edges = self._edges()
+        nodes: list[str | None] = [*self.members, _SINK]
+        distance = dict.fromkeys(nodes, 0)
+        before: dict[str | None, str | None] = {}
+        relaxed: list[str | None] = []
+        for _ in nodes:
+            relaxed = []
+            for (u, v), (cost, _tp) in edges.items():
+                if distance[u] + cost < distance[v]:
+                    distance[v] = distance[u] + cost
+                    before[v] = u
+                    relaxed.append(v)
+            if not relaxed:
+                return None
+        node = relaxed[-1]  # still relaxing after |nodes| rounds: a cycle precedes it
+        for _ in nodes:
+            node = before[node]
+        cycle: list[tuple[str, str, TopicPartition]] = []
+        v = node
+        while True:
+            u = before[v]
+            tp = edges[u, v][1]
+            if tp is not None:
+                assert u is not None and v is not None
+                cycle.append((u, v, tp))
+            v = u
+            if v == node:
+                return cycle
 
 
 BUILTIN_STRATEGIES: tuple[AssignmentStrategy, ...] = (

@@ -1,10 +1,14 @@
-"""Issue #5 scenarios 27-29: assignment strategies, and their properties under hypothesis."""
+"""Issue #5 scenarios 27-29 and issue #17 item 6: assignment strategies, and their properties
+under hypothesis."""
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections import Counter
+from collections.abc import Mapping
 
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from coordinator import (
@@ -171,6 +175,8 @@ def test_every_strategy_assigns_each_subscribed_partition_once_to_a_subscriber(i
 
 @given(assignment_inputs())
 def test_sticky_is_balanced_among_subscribers(inputs):
+    """Kafka's StickyAssignor definition: no member has two or more partitions fewer than a
+    member owning a partition of a topic it subscribes to."""
     subscriptions, partitions, previous = inputs
     result = StickyStrategy().assign(subscriptions, partitions, previous)
     for member, assignment in result.items():
@@ -178,3 +184,87 @@ def test_sticky_is_balanced_among_subscribers(inputs):
             for other, subscribed in subscriptions.items():
                 if tp.topic in subscribed:
                     assert len(result[other]) >= len(assignment) - 1, (member, other, tp)
+
+
+def test_sticky_moves_only_the_partitions_of_the_member_that_left():
+    """Issue #17 item 6: with different subscriptions, C0 leaving moves its three partitions
+    and nothing else; the result is balanced (C2 cannot take any of C1's t2 partitions)."""
+    previous = {
+        "C0": tps("t1p0", "t2p0", "t2p2"),
+        "C1": tps("t0p1", "t2p1"),
+        "C2": tps("t0p0", "t0p2"),
+    }
+    subscriptions = {"C1": ["t0", "t1", "t2"], "C2": ["t0", "t1"]}
+    result = StickyStrategy().assign(subscriptions, {"t0": 3, "t1": 1, "t2": 3}, previous)
+    assert result == {
+        "C1": tps("t0p1", "t2p0", "t2p1", "t2p2"),
+        "C2": tps("t0p0", "t0p2", "t1p0"),
+    }
+
+
+def test_sticky_evens_sizes_a_chain_of_moves_can_even():
+    """Balance is about chains of moves, not only single ones: sizes 3, 2, 1 where A cannot
+    give C anything directly still move (A gives B an x, B gives C a y) to 2, 2, 2."""
+    previous = {"A": tps("xp0", "xp1", "xp2"), "B": tps("yp0", "yp1"), "C": tps("yp2")}
+    subscriptions = {"A": ["x"], "B": ["x", "y"], "C": ["y"]}
+    result = StickyStrategy().assign(subscriptions, {"x": 3, "y": 3}, previous)
+    assert sorted(len(a) for a in result.values()) == [2, 2, 2]
+    assert _moves(previous, result) == 2
+
+
+def _keepers(subscriptions: dict[str, list[str]], partitions: dict[str, int],
+             previous: dict[str, Assignment]) -> dict[TopicPartition, str]:
+    """Partitions whose previous owner is still a member, subscribed to its topic."""
+    return {
+        tp: member for member, assignment in previous.items() for tp in assignment
+        if member in subscriptions and tp.topic in subscriptions[member]
+        and tp.partition < partitions.get(tp.topic, 0)
+    }
+
+
+def _evenness_and_kept_moves(assignment: Mapping[TopicPartition, str],
+                             keepers: Mapping[TopicPartition, str]) -> tuple[int, int]:
+    """(sum of squared member sizes, kept partitions moved): lower is better, in that order."""
+    sizes = Counter(assignment.values())
+    moved = sum(1 for tp, member in keepers.items() if assignment[tp] != member)
+    return sum(n * n for n in sizes.values()), moved
+
+
+@st.composite
+def sticky_inputs(draw):
+    """Up to 4 members (one maybe gone) over at most 7 partitions, each previously owned at most
+    once, so every assignment can be tried."""
+    topics = draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, unique=True))
+    partitions = {t: draw(st.integers(0, 3)) for t in topics}
+    assume(sum(partitions.values()) <= 7)
+    members = draw(st.lists(st.sampled_from(["m0", "m1", "m2", "m3"]), min_size=1, unique=True))
+    subscriptions = {
+        m: draw(st.lists(st.sampled_from(topics), min_size=1, unique=True)) for m in members
+    }
+    previous: dict[str, list[TopicPartition]] = {}
+    for topic, count in partitions.items():
+        for p in range(count):
+            holder = draw(st.sampled_from([None, "gone", *members]))
+            if holder is not None:
+                previous.setdefault(holder, []).append(TopicPartition(topic, p))
+    return subscriptions, partitions, {m: tuple(a) for m, a in previous.items()}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(sticky_inputs())
+def test_sticky_moves_a_kept_partition_only_when_balance_requires_it(inputs):
+    """Balance requires a move when every assignment as even as the subscriptions allow (the
+    smallest sum of squared sizes) moves it: among those, sticky moves the fewest partitions
+    whose owner stays and is still subscribed. Checked against every possible assignment."""
+    subscriptions, partitions, previous = inputs
+    keepers = _keepers(subscriptions, partitions, previous)
+    everything = [TopicPartition(t, p) for t, n in partitions.items() for p in range(n)
+                  if any(t in s for s in subscriptions.values())]
+    choices = [[m for m, s in subscriptions.items() if tp.topic in s] for tp in everything]
+    best = min(
+        _evenness_and_kept_moves(dict(zip(everything, owners, strict=True)), keepers)
+        for owners in itertools.product(*choices)
+    )
+    result = StickyStrategy().assign(subscriptions, partitions, previous)
+    got = {tp: member for member, assignment in result.items() for tp in assignment}
+    assert _evenness_and_kept_moves(got, keepers) == best
