@@ -35,7 +35,9 @@ import trio
 from broker.context import CLIENT_CONNECTION, BrokerContext, ClientConnection
 from broker.frames import Piece, WithFileSlices, encode_with_file_slices, send_pieces
 from broker.handlers import HANDLERS
+from broker.handlers.metadata import supported_apis
 from broker.memory_pool import SMALL_REQUEST_BYTES
+from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.wire import RequestDecodeError, decode_request, encode_request_error, encode_response
@@ -230,6 +232,12 @@ class Connection:
                 raise _Close(str(exc)) from None
             self._log.info("request.rejected", error=exc.error_code.name, reason=str(exc),
                            correlation_id=exc.header.correlation_id)
+            if (
+                exc.error_code is ErrorCode.UNSUPPORTED_VERSION
+                and exc.header.api_key == ApiKey.API_VERSIONS
+            ):
+                answer = supported_apis(ErrorCode.UNSUPPORTED_VERSION)
+                return [encode_response(exc.header.correlation_id, answer)]
             return [encode_request_error(exc.header.correlation_id, exc.error_code, str(exc))]
         except ProtocolError as exc:
             raise _Close(str(exc)) from None

@@ -39,7 +39,7 @@ class RequestHeader:
     api_key: int
     api_version: int
     correlation_id: int
-    client_id: str
+    client_id: str | None  # null is allowed, as in Kafka
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,11 @@ class RequestSchemaError(RequestDecodeError, SchemaError):
 
 
 def encode_request(
-    api_key: ApiKey, api_version: int, correlation_id: int, client_id: str, body: dict[str, Any]
+    api_key: ApiKey,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: dict[str, Any],
 ) -> bytes:
     """A whole frame. The body is not validated here; tests build malformed ones on purpose."""
     return encode_frame(pack([int(api_key), api_version, correlation_id, client_id, body]))
@@ -76,7 +80,9 @@ def _header(value: Any) -> RequestHeader | None:
     if not isinstance(value, list) or len(value) != 5:
         return None
     key, version, corr, client_id, _ = value
-    if not all(type(x) is int for x in (key, version, corr)) or type(client_id) is not str:
+    if not all(type(x) is int for x in (key, version, corr)):
+        return None
+    if client_id is not None and type(client_id) is not str:
         return None
     if not -(1 << 31) <= corr < 1 << 31:
         return None
@@ -89,7 +95,7 @@ def decode_request(payload: bytes) -> Request:
     if header is None:
         raise RequestDecodeError(
             "request must be [api_key:int, api_version:int, correlation_id:int32, "
-            "client_id:str, body:map]",
+            "client_id:str or nil, body:map]",
             None,
             ErrorCode.INVALID_REQUEST,
         )

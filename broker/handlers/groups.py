@@ -64,7 +64,7 @@ async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     answer = await ctx.groups.request(
         request.api.key,
         request.body,
-        client_id=request.header.client_id,
+        client_id=request.header.client_id or "",
         client_host="" if client is None else client.host,
         connection=None if client is None else client.id,
     )

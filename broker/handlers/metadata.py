@@ -13,8 +13,15 @@ from protocol.wire import Request
 
 
 async def api_versions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    return supported_apis(ErrorCode.NONE)
+
+
+def supported_apis(error_code: ErrorCode) -> dict[str, Any]:
+    """An ApiVersions v0 answer: every API with its versions. Also the answer to ApiVersions
+    asked at a version the broker does not know, with UNSUPPORTED_VERSION (Kafka's KIP-511), so
+    that a client can still learn which versions to use."""
     return {
-        "error_code": ErrorCode.NONE,
+        "error_code": error_code,
         "apis": [
             {
                 "api_key": int(api.key),

@@ -6,12 +6,15 @@ import re
 import time
 from collections.abc import Callable
 
+import msgpack
 import pytest
 
 from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, REGISTRY, ApiKey
 from protocol.compression import Codec
 from protocol.errors import ErrorCode
+from protocol.framing import encode_frame
 from protocol.messageset import LOG_OVERHEAD, Record, decode_messages, encode_message_set
+from protocol.wire import decode_response_body, encode_request
 from tests.broker.raw import RawClient, fetch_body
 from tests.broker_process import BrokerProcess
 
@@ -33,6 +36,34 @@ def test_api_versions_lists_every_api(client: RawClient) -> None:
     assert {(a["api_key"], a["min_version"], a["max_version"]) for a in answer["apis"]} == {
         (int(api.key), api.min_version, api.max_version) for api in REGISTRY.values()
     }
+
+
+def test_api_versions_at_an_unknown_version_still_lists_every_api(client: RawClient) -> None:
+    """KIP-511: UNSUPPORTED_VERSION together with the whole list, in the v0 answer's shape, so
+    a client that asked too new a version learns which to use. The body is not looked at."""
+    client.sock.sendall(encode_frame(msgpack.packb([18, 9, 41, "future-client", {"x": 1}])))
+    correlation_id, body = client.receive()
+    assert correlation_id == 41
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    answer = decode_response_body(ApiKey.API_VERSIONS, 0, body)
+    assert {(a["api_key"], a["min_version"], a["max_version"]) for a in answer["apis"]} == {
+        (int(api.key), api.min_version, api.max_version) for api in REGISTRY.values()
+    }
+
+
+def test_a_null_client_id_is_allowed(client: RawClient) -> None:
+    """As in Kafka, the header's client_id may be nil; a group member then has client id ""."""
+    client.sock.sendall(encode_frame(msgpack.packb([18, 0, 5, None, {}])))
+    correlation_id, body = client.receive()
+    assert correlation_id == 5 and body["error_code"] == 0
+    join = {"group_id": "anonymous", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+            "topics": ["t"], "member_id": "", "assignment_strategy": "range"}
+    client.sock.sendall(encode_request(ApiKey.JOIN_GROUP, 0, 6, None, join))
+    correlation_id, body = client.receive()
+    assert correlation_id == 6
+    assert decode_response_body(ApiKey.JOIN_GROUP, 0, body)["error_code"] == 0
+    (group,) = client.request(ApiKey.DESCRIBE_GROUPS, {"group_ids": ["anonymous"]})["groups"]
+    assert [m["client_id"] for m in group["members"]] == [""]
 
 
 def test_metadata_describes_the_broker_and_cluster(broker: BrokerProcess, client: RawClient):
@@ -227,6 +258,22 @@ def test_fetch_bounds_and_partial_entries(client: RawClient) -> None:
 
     missing = client.fetch_partition("nowhere", 0, 0)
     assert missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_partition_max_bytes_of_zero_returns_nothing_without_error(client: RawClient) -> None:
+    """As in Kafka: no records and no error for that partition; the others are read."""
+    client.create_topic("z", 2)
+    for partition in range(2):
+        client.produce("z", [b"v"] * 3, partition=partition)
+    body = fetch_body("z", 0, 0, max_bytes=1 << 20, max_wait_ms=0, min_bytes=0)
+    body["topics"][0]["partitions"] = [
+        {"partition": 0, "fetch_offset": 0, "max_bytes": 0},
+        {"partition": 1, "fetch_offset": 1, "max_bytes": 1 << 20},
+    ]
+    (topic,) = client.request(ApiKey.FETCH, body)["topics"]
+    zero, other = topic["partitions"]
+    assert (zero["error_code"], zero["records"], zero["high_watermark"]) == (0, b"", 3)
+    assert [m.offset for m in decode_messages(other["records"])[0]] == [1, 2]
 
 
 def test_large_fetches_arrive_intact(client: RawClient) -> None:

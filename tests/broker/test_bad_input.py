@@ -154,8 +154,8 @@ def test_unknown_api_key_and_version(broker: BrokerProcess) -> None:
         correlation_id, body = client.receive()
         assert correlation_id == 7
         assert body["error_code"] == UnsupportedApiError.code
-        with pytest.raises(UnsupportedVersionError, match="ApiVersions v5 is not supported"):
-            client.request(ApiKey.API_VERSIONS, {}, version=5)
+        with pytest.raises(UnsupportedVersionError, match="Metadata v5 is not supported"):
+            client.request(ApiKey.METADATA, {}, version=5)
         assert client.request(ApiKey.API_VERSIONS, {})["error_code"] == 0
     assert_healthy(broker)
 

@@ -64,6 +64,12 @@ def test_response_round_trip(api: Api, version: int, flavour: str) -> None:
     assert decode_response_body(api.key, version, raw) == body
 
 
+def test_a_null_client_id_is_allowed() -> None:
+    """Kafka's request header has a nullable client id; so has ours."""
+    request = decode_request(through_frames(encode_request(ApiKey.API_VERSIONS, 0, 3, None, {})))
+    assert request.header.client_id is None
+
+
 def test_every_api_the_design_needs_is_registered() -> None:
     names = {api.name for api in REGISTRY.values()}
     assert names >= {
