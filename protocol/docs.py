@@ -14,7 +14,8 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from protocol.apis import REGISTRY, REQUEST_ERROR, Api
+from coordinator.group_state import STATE_DESCRIPTIONS, GroupState
+from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, decompress
 from protocol.errors import ErrorCode
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, encode_frame
@@ -49,6 +50,7 @@ def render() -> str:
         _message_format(),
         _compression(),
         _coordinator(),
+        _partitioner(),
     ]
     return "\n".join(p.strip("\n") + "\n" for p in parts)
 
@@ -166,7 +168,9 @@ response: [correlation_id, body]
     ("api_key", "int16", "which API (see the [API index](#apis))"),
     ("api_version", "int16", "the version of that API's request and response schema"),
     ("correlation_id", "int32", "chosen by the client, echoed in the response"),
-    ("client_id", "string", "the client's name, for the broker's logs and group listings"),
+    ("client_id", "string?",
+     "the client's name, for the broker's logs and group listings; may be null (as in Kafka), "
+     "which group listings show as an empty string"),
     ("body", "map", "the request body for that API and version"),
 ])}
 ### Request errors
@@ -177,7 +181,7 @@ body (same correlation id), and writes nothing:
 {error_fields}
 {_table(("case", "error_code"), [
     ("unknown api_key", f"{ErrorCode.UNSUPPORTED_API.name} ({int(ErrorCode.UNSUPPORTED_API)})"),
-    ("api_version outside the API's versions",
+    ("api_version outside the API's versions (ApiVersions excepted: see below)",
      f"{ErrorCode.UNSUPPORTED_VERSION.name} ({int(ErrorCode.UNSUPPORTED_VERSION)})"),
     ("body does not match the schema (wrong type, missing or unknown field, int out of range)",
      f"{ErrorCode.INVALID_REQUEST.name} ({int(ErrorCode.INVALID_REQUEST)})"),
@@ -185,7 +189,9 @@ body (same correlation id), and writes nothing:
 A client recognises a request error by its body having exactly the keys `error_code` and
 `error_message` where the API's response has other fields too. (Heartbeat and LeaveGroup
 responses have exactly those two fields, so for them the two cases read the same.) Use ApiVersions
-to learn which APIs and versions a broker supports; it is answered whatever version is asked.
+to learn which APIs and versions a broker supports; it is answered whatever version is asked: at
+a version the broker does not support, with the v0 ApiVersions response carrying
+`{ErrorCode.UNSUPPORTED_VERSION.name}` and the full list (see [ApiVersions](#apiversions)).
 """
 
 
@@ -221,6 +227,9 @@ def _versions(api: Api) -> str:
 
 def _api_section(api: Api) -> str:
     out = [f"### {api.name}\n", f"API key {api.key.value}, versions {_versions(api)}. {api.doc}\n"]
+    notes = _API_NOTES.get(api.key)
+    if notes is not None:
+        out.append(notes().strip("\n") + "\n")
     for version in range(api.min_version, api.max_version + 1):
         suffix = f" v{version}" if api.min_version != api.max_version else ""
         for kind, schema in (("Request", api.request), ("Response", api.response)):
@@ -230,6 +239,110 @@ def _api_section(api: Api) -> str:
                     out.append(f"`{struct.name}`:\n")
                 out.append(_struct_table(struct, version))
     return "\n".join(out)
+
+
+def _api_versions_notes() -> str:
+    code = ErrorCode.UNSUPPORTED_VERSION
+    return f"""
+Asked at a version the broker does not support, ApiVersions is still answered, with the v0
+response body: `error_code` {code.name} ({int(code)}) and the full `apis` list, whatever the
+request body held (Kafka's KIP-511). A client may ask at its newest version and, on {code.name},
+use for each API the highest version both sides support.
+"""
+
+
+def _fetch_notes() -> str:
+    return f"""
+How much a Fetch returns:
+
+- A partition's `max_bytes` is a hard bound: its `records` never exceed it and may end inside an
+  entry (the reader drops the partial entry). An entry larger than the partition's `max_bytes` is
+  only read by fetching again with a larger one (as in Kafka's fetch v0-v2).
+- The request's `max_bytes` is a soft bound, as in Kafka's KIP-74: partitions are read in the
+  order asked, and the first partition with data is read up to its own `max_bytes` whatever the
+  request's `max_bytes`, so its first entry gets through even when it alone is larger than the
+  request's bound (every response makes progress). Each later partition reads at most what is
+  left of the request's bound, nothing once it is used up.
+- A partition `max_bytes` of 0 reads nothing: that partition's `records` is empty and its
+  `error_code` 0, as in Kafka (it does not count as the first partition with data). A negative
+  one is {ErrorCode.INVALID_FETCH_SIZE.name}.
+"""
+
+
+def _join_group_notes() -> str:
+    return f"""
+**The answer is held.** The coordinator answers every JoinGroup of a round at once, when its join
+phase ends: when every known member has sent its JoinGroup, or after the longest
+`rebalance_timeout_ms` of the members, whichever comes first (members that have not rejoined by
+then are removed). The first round of a group without members also waits
+`group_initial_rebalance_delay_ms` (a broker setting) after its first JoinGroup, and again after
+each further new member, up to the rebalance timeout, so that consumers started together land in
+one round. So a client must
+
+- allow a JoinGroup more time than `rebalance_timeout_ms` (the Python client waits
+  `max(request_timeout_ms, rebalance_timeout_ms)` plus 5 s), and
+- send its group requests on a connection of their own to the coordinator: the broker handles a
+  connection's requests one at a time, in order, so a held JoinGroup holds up everything sent
+  after it on that connection (Fetches, Produces, commits).
+
+**Heartbeats.** After a JoinGroup answer, send a Heartbeat every `heartbeat_interval_ms`: a third
+of `session_timeout_ms` or less (Kafka's `heartbeat.interval.ms`; the Python client's defaults
+are 3000 ms and a 10000 ms session). A member not heard from for `session_timeout_ms` is removed
+and the group rebalances. A Heartbeat answered {ErrorCode.REBALANCE_IN_PROGRESS.name} means: send
+JoinGroup again with the same `member_id` within `rebalance_timeout_ms` (until the join phase
+ends, commits with the current generation are still accepted);
+{ErrorCode.UNKNOWN_MEMBER_ID.name}: join again with an empty `member_id`;
+{ErrorCode.ILLEGAL_GENERATION.name}: join again.
+
+**Strategies.** `range` and `roundrobin` give exactly Kafka's RangeAssignor and
+RoundRobinAssignor assignments. `sticky` gives a balanced assignment -- sizes as even as the
+subscriptions allow: no chain of moves, each handing a partition to another member subscribed to
+its topic, takes a partition from a member to one holding two or more fewer (which implies
+Kafka's StickyAssignor definition of balance) -- and among the balanced ones it moves the fewest
+partitions whose owner is still a member subscribed to their topic.
+"""
+
+
+def _offset_commit_notes() -> str:
+    return f"""
+A member commits with its `member_id` and current `generation_id`. A consumer that assigns
+itself partitions (no group membership) commits with `generation_id` -1 and an empty
+`member_id`: accepted only while the group has no members (state Empty, or no group yet: the
+commit creates it). Such a commit to a group that has members is refused with
+{ErrorCode.UNKNOWN_MEMBER_ID.name} for every partition, as in Kafka.
+"""
+
+
+# DescribeGroups' state names beside Kafka's names for the same states (GroupState in Kafka).
+_KAFKA_STATE_NAMES = {
+    GroupState.EMPTY: "Empty",
+    GroupState.PREPARE_REBALANCE: "PreparingRebalance",
+    GroupState.REBALANCING: "CompletingRebalance",
+    GroupState.STEADY: "Stable",
+    GroupState.DEAD: "Dead",
+}
+
+
+def _describe_groups_notes() -> str:
+    rows = [
+        (f"`{state.value}`", _KAFKA_STATE_NAMES[state], STATE_DESCRIPTIONS[state])
+        for state in GroupState
+    ]
+    return f"""
+`state` is one of these (the coordinator's group states; docs/state-machines has every move
+between them). A group the coordinator does not know is described with `error_code`
+{ErrorCode.GROUP_ID_NOT_FOUND.name}, state `{GroupState.DEAD.value}`, generation -1 and no members.
+
+{_table(("state", "Kafka's name", "meaning"), rows)}"""
+
+
+_API_NOTES = {
+    ApiKey.API_VERSIONS: _api_versions_notes,
+    ApiKey.FETCH: _fetch_notes,
+    ApiKey.JOIN_GROUP: _join_group_notes,
+    ApiKey.OFFSET_COMMIT: _offset_commit_notes,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups_notes,
+}
 
 
 def _struct_table(struct: Struct, version: int) -> str:
@@ -412,6 +525,50 @@ Example: for the group `"{group}"`, `crc32 = {crc}` (`0x{crc:08x}`) and
 `{crc} % {OFFSETS_TOPIC_PARTITIONS} = {crc % OFFSETS_TOPIC_PARTITIONS}`, so its coordinator is the
 leader of partition {crc % OFFSETS_TOPIC_PARTITIONS} of `__consumer_offsets`.
 """
+
+
+# Kafka's test vectors for Utils.murmur2 (UtilsTest.testMurmur2): key -> the signed 32-bit value.
+KAFKA_MURMUR2_VECTORS: tuple[tuple[bytes, int], ...] = (
+    (b"21", -973932308),
+    (b"foobar", -790332482),
+    (b"a-little-bit-long-string", -985981536),
+    (b"a-little-bit-longer-string", -1486304829),
+    (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+    (b"abc", 479470107),
+)
+PARTITION_COUNTS = (3, 10, 16, 50)
+
+
+def _partitioner() -> str:
+    rows = [
+        (f'`"{key.decode()}"`', value, value & 0x7FFFFFFF,
+         *((value & 0x7FFFFFFF) % n for n in PARTITION_COUNTS))
+        for key, value in KAFKA_MURMUR2_VECTORS
+    ]
+    counts = tuple(f"of {n}" for n in PARTITION_COUNTS)
+    return f"""
+## Choosing a partition for a key
+
+Producers choose the partition; the broker stores what it is sent where it is sent. To put a key
+on the same partition as Kafka's clients do -- per-key order and compaction depend on every
+producer agreeing -- use Kafka's default partitioner:
+
+```
+partition = (murmur2(key bytes) & 0x7fffffff) % partition_count
+```
+
+`murmur2` is Kafka's `Utils.murmur2`, 32-bit arithmetic (every product and sum modulo 2^32):
+`h = 0x9747b28c ^ len`; for each whole little-endian 4-byte word `k`: `k *= 0x5bd1e995;
+k ^= k >>> 24; k *= 0x5bd1e995; h *= 0x5bd1e995; h ^= k`; then the 1-3 tail bytes: `h ^= b[2] << 16`
+(if 3), `h ^= b[1] << 8` (if 2 or more), `h ^= b[0]; h *= 0x5bd1e995`; finally `h ^= h >>> 13;
+h *= 0x5bd1e995; h ^= h >>> 15` (`>>>` is an unsigned shift). Java reads the result as a signed
+int; `& 0x7fffffff` clears the sign bit (Kafka's `toPositive`; not `abs`). Messages without a key
+may go anywhere (odradek's Python client, like Kafka's, keeps them on one partition per batch).
+
+Test vectors (the signed values are from Kafka's own tests of `Utils.murmur2`; keys are the
+UTF-8 bytes shown):
+
+{_table(("key", "murmur2 (signed)", "& 0x7fffffff", *counts), rows)}"""
 
 
 # --------------------------------------------------------------------------------------- main

@@ -87,3 +87,61 @@ def test_the_docs_table_of_test_vectors_matches_the_code() -> None:
     for text, hashed, partition in rows:
         key = ast.literal_eval(f'b"{text}"')
         assert (murmur2(key), partition_for_key(key, 1000)) == (int(hashed), int(partition))
+
+
+def _java_murmur2(data: bytes) -> int:
+    """Kafka's Utils.murmur2 transcribed with Java int semantics (signed 32-bit wrap-around,
+    ``>>>`` as an unsigned shift), independently of client.partitioner's unsigned arithmetic."""
+
+    def to_int(x: int) -> int:
+        return (x + (1 << 31)) % (1 << 32) - (1 << 31)
+
+    def ushr(x: int, n: int) -> int:
+        return (x % (1 << 32)) >> n
+
+    m, length = 0x5BD1E995, len(data)
+    h = to_int(to_int(0x9747B28C) ^ length)
+    for i in range(0, length - length % 4, 4):
+        k = data[i] + (data[i + 1] << 8) + (data[i + 2] << 16) + (data[i + 3] << 24)
+        k = to_int(to_int(k) * m)
+        k ^= ushr(k, 24)
+        k = to_int(to_int(k) * m)
+        h = to_int(to_int(h * m) ^ k)
+    rest = length % 4
+    tail = length & ~3
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = to_int(h * m)
+    h = to_int(h ^ ushr(h, 13))
+    h = to_int(h * m)
+    return to_int(h ^ ushr(h, 15))
+
+
+def test_the_protocol_spec_partitioner_vectors_are_kafkas_and_the_clients() -> None:
+    """docs/protocol.md's table: Kafka's published murmur2 values (UtilsTest), recomputed here by
+    a separate transcription of Utils.murmur2, and the client's partitions for each count."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+    text = docs.read_text()
+    section = text[text.index("## Choosing a partition for a key"):]
+    header = re.search(r"^\| key \| murmur2 \(signed\) \| & 0x7fffffff \|(.*)\|$", section, re.M)
+    assert header is not None
+    counts = [int(c) for c in re.findall(r"of (\d+)", header.group(1))]
+    rows = re.findall(r'^\| `"(.*)"` \| (-?\d+) \| (\d+) \|((?: \d+ \|)+)$', section, re.M)
+    assert {(key.encode(), int(hashed)) for key, hashed, *_ in rows} == set(JAVA_MURMUR2)
+    assert len(counts) >= 3
+    for key, hashed, positive, partitions in rows:
+        data = key.encode()
+        assert _java_murmur2(data) == murmur2(data) == int(hashed)
+        assert int(positive) == int(hashed) & 0x7FFFFFFF
+        assert [int(p) for p in partitions.strip(" |").split(" | ")] == [
+            partition_for_key(data, n) for n in counts
+        ] == [int(positive) % n for n in counts]
+
+
+@given(st.binary(max_size=40))
+def test_the_client_murmur2_equals_the_java_transcription(key: bytes) -> None:
+    assert murmur2(key) == _java_murmur2(key)

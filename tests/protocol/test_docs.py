@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from coordinator.group_state import GroupState
 from protocol.apis import REGISTRY
 from protocol.docs import DOC_PATH, main, render
 from protocol.errors import ErrorCode
@@ -48,3 +49,28 @@ def test_worked_hex_example_decodes_to_what_the_text_says() -> None:
     dump = section[section.index("```\n") + 4 : section.rindex("```")]
     raw = bytes.fromhex("".join(re.sub(r"^[0-9a-f]{4}  ", "", line) for line in dump.splitlines()))
     assert decode_messages(raw) == ([Message(41, 1_700_000_000_000, 0, b"k1", b"hello")], len(raw))
+
+
+def test_describe_groups_lists_every_group_state() -> None:
+    text = render()
+    section = text[text.index("### DescribeGroups"):text.index("### ListGroups")]
+    listed = re.findall(r"^\| `(\w+)` \| \w+ \|", section, re.M)
+    assert listed == [state.value for state in GroupState]
+
+
+def test_each_protocol_rule_of_the_api_sections_is_stated() -> None:
+    """The rules a client in another language needs, each in its API's section."""
+    text = render()
+
+    def section(name: str) -> str:
+        start = text.index(f"### {name}\n")
+        return text[start : text.index("\n### ", start + 1)]
+
+    assert "UNSUPPORTED_VERSION (35) and the full `apis` list" in section("ApiVersions")
+    assert "KIP-74" in section("Fetch") and "`max_bytes` of 0 reads nothing" in section("Fetch")
+    join = section("JoinGroup")
+    for words in ("rebalance_timeout_ms", "group_initial_rebalance_delay_ms",
+                  "connection of their own", "heartbeat_interval_ms"):
+        assert words in join
+    assert "UNKNOWN_MEMBER_ID for every partition" in section("OffsetCommit")
+    assert "may be null (as in Kafka)" in text
