@@ -55,6 +55,7 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     INVALID_COMMIT_OFFSET_SIZE = 28
+    INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -176,6 +177,11 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ),
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: _i(
         "", False, "The offset commit request was too large to write."
+    ),
+    ErrorCode.INVALID_TIMESTAMP: _i(
+        "", False,
+        "A produced message sets the LogAppendTime timestamp type, which only the broker may "
+        "set; nothing was written.",
     ),
     ErrorCode.UNSUPPORTED_VERSION: _i("", False, "The broker does not support this API version."),
     ErrorCode.TOPIC_ALREADY_EXISTS: _i("", False, "A topic with that name already exists."),
@@ -433,6 +439,10 @@ class GroupIdNotFoundError(BrokerError):
 
 class InvalidRecordError(BrokerError):
     code = ErrorCode.INVALID_RECORD
+
+
+class InvalidTimestampError(BrokerError):
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
 class OffsetNotAvailableError(BrokerError):

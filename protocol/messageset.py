@@ -14,11 +14,14 @@ One log entry, big-endian, exactly as stored on disk and sent on the wire::
     value           V bytes
 
 A compressed *wrapper* is one entry whose value is a whole inner message set, compressed with the
-codec in its attributes. Inner offsets of a v1 wrapper are relative (0..n-1); the wrapper carries
-the absolute offset of its last inner message, so the broker assigns offsets by rewriting only the
-wrapper's 8-byte offset field (which the CRC does not cover) and never recompresses. The absolute
-offset of an inner message is ``wrapper.offset - inner[-1].offset + inner.offset`` -- one formula
-that also reads v0 wrappers, whose inner offsets are absolute.
+codec in its attributes (protocol.compression gives each codec's framing), and the offset of its
+last inner message. Inner offsets depend on the wrapper's magic, as Kafka's readers take them:
+
+- magic 1 (KIP-31): relative, 0..n-1 as a producer writes them; the absolute offset of an inner
+  message is ``wrapper.offset - inner[-1].offset + inner.offset``. The broker assigns offsets by
+  rewriting only the wrapper's 8-byte offset field (which the CRC does not cover).
+- magic 0: absolute, read as stored. The broker assigns them by rewriting every inner offset and
+  recompressing, as Kafka's broker does for magic 0.
 
 Readers stop cleanly at a partial trailing entry (a fetch chunk may end mid-message) and report how
 many bytes were whole; anything else that is wrong raises ``MessageFormatError`` or
@@ -190,12 +193,15 @@ def encode_message_set(
     codec: Codec = Codec.NONE,
     base_offset: int = 0,
     timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    magic: int = 1,
 ) -> bytes:
     """A v1 message set of ``(key, value, timestamp)`` records; with a codec, one wrapper around
     the whole compressed inner set, whose offset is ``base_offset + n - 1`` and whose timestamp is
-    the largest inner timestamp."""
+    the largest inner timestamp. ``magic=0`` writes v0 (no timestamps; inner offsets absolute)."""
     if not records:
         return b""
+    if magic == 0:
+        return _encode_v0_message_set(records, codec, base_offset)
     ts_bit = TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
     if codec is Codec.NONE:
         return encode_records(records, base_offset=base_offset, attributes=ts_bit)
@@ -206,6 +212,24 @@ def encode_message_set(
         compress(codec, inner),
         max(r[2] for r in records),
         attributes=int(codec) | ts_bit,
+    )
+
+
+def _encode_v0_message_set(
+    records: Sequence[tuple[bytes | None, bytes | None, int]], codec: Codec, base_offset: int
+) -> bytes:
+    plain = b"".join(
+        encode_message(base_offset + i, key, value, magic=0)
+        for i, (key, value, _) in enumerate(records)
+    )
+    if codec is Codec.NONE:
+        return plain
+    return encode_message(
+        base_offset + len(records) - 1,
+        None,
+        compress(codec, plain, magic=0),
+        attributes=int(codec),
+        magic=0,
     )
 
 
@@ -310,19 +334,28 @@ def open_wrapper(
     entry: Entry, *, verify_crc: bool = True, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
 ) -> list[Entry]:
     """The inner entries of a compressed wrapper, with absolute offsets."""
-    inner = _inner_entries(entry, verify_crc, limit)
+    inner = inner_entries(entry, verify_crc=verify_crc, limit=limit)
+    if not entry.magic:
+        return inner
     shift = entry.offset - inner[-1].offset
     return [e._replace(offset=e.offset + shift) for e in inner]
 
 
-def _inner_entries(entry: Entry, verify_crc: bool, limit: int) -> list[Entry]:
+def inner_entries(
+    entry: Entry, *, verify_crc: bool = True, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> list[Entry]:
     """The checked inner entries of a compressed wrapper, their offsets as stored."""
     if entry.value is None:
         raise MessageFormatError(
             "compressed wrapper has a null value", offset=entry.offset, position=entry.position
         )
     raw = decompress(
-        entry.codec, entry.value, limit=limit, offset=entry.offset, position=entry.position
+        entry.codec,
+        entry.value,
+        limit=limit,
+        offset=entry.offset,
+        position=entry.position,
+        magic=entry.magic,
     )
     try:
         inner, whole = read_entries(raw, verify_crc=verify_crc)
@@ -495,15 +528,17 @@ def _open_wrapper_messages(
         limit=limit,
         offset=wrapper.offset,
         position=wrapper.position,
+        magic=wrapper.magic,
     )
     inner, whole = _decode_plain(raw, verify_crc)
     if whole != len(raw) or not inner:
-        # Not a clean set of plain v1 messages: the general path finds and names the problem.
+        # Not a clean set of plain v1 messages (or v0 ones): the general path reads them, or
+        # finds and names the problem.
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
         inner = [Message(e.offset, e.timestamp, ts_type, e.key, e.value) for e in entries]
         shift = 0
     else:
-        shift = wrapper.offset - inner[-1].offset
+        shift = wrapper.offset - inner[-1].offset if wrapper.magic else 0
     if not shift and not ts_type:
         return inner
     new = tuple.__new__
@@ -518,7 +553,7 @@ def count_messages(entry: Entry, *, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES)
     """How many offsets an entry occupies: 1, or the size of a wrapper's inner set."""
     if not entry.attributes & CODEC_MASK:
         return 1
-    return len(_inner_entries(entry, True, limit))  # checked, but not renumbered
+    return len(inner_entries(entry, limit=limit))  # checked, but not renumbered
 
 
 def set_offset(buf: bytearray | memoryview, position: int, offset: int) -> None:

@@ -171,7 +171,8 @@ def _retained(
         return raw
     if not kept:
         return None
-    base = kept[0].offset
+    # magic 1: offsets relative to the first kept message; magic 0: absolute, as stored
+    base = kept[0].offset if entry.magic else 0
     inner_set = b"".join(
         encode_message(
             m.offset - base, m.key, m.value, m.timestamp, attributes=m.attributes, magic=m.magic
@@ -181,7 +182,7 @@ def _retained(
     return encode_message(
         kept[-1].offset,
         None,
-        compress(entry.codec, inner_set),
+        compress(entry.codec, inner_set, magic=entry.magic),
         entry.timestamp,
         attributes=entry.attributes,
         magic=entry.magic,

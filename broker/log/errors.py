@@ -54,6 +54,13 @@ class KeylessMessageError(LogError, ValueError):
     code = ErrorCode.INVALID_RECORD
 
 
+class ProducerTimestampTypeError(LogError, ValueError):
+    """A produced message sets the LogAppendTime timestamp type (Kafka: "Producer should not
+    set timestamp type to LogAppendTime"); nothing was written. Only the broker stamps it."""
+
+    code = ErrorCode.INVALID_TIMESTAMP
+
+
 class MessageSetTooLargeError(LogError):
     """A produced message set is larger than ``max_message_bytes``; nothing was written."""
 

@@ -9,6 +9,8 @@
         clean-shutdown                  present only while the log is closed cleanly
         compaction-swap                 present only while compacted segments replace old ones
         leader-epoch-checkpoint         the leader epochs and the offsets each one started at
+        v0-absolute-offsets             the segments hold magic 0 wrappers with absolute inner
+                                        offsets only (see broker/log/v0_wrappers.py)
 
     <data_dir>/replication-offset-checkpoint   every replicated partition's high watermark
 
@@ -39,6 +41,8 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Kafka's log-start-offset-checkpoint, per partition: a log start moved by DeleteRecords above
 # the first segment's base offset.
 LOG_START_OFFSET = "log-start-offset"
+# Present once the partition's compressed magic 0 wrappers carry absolute inner offsets.
+V0_ABSOLUTE_OFFSETS = "v0-absolute-offsets"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # in the data directory
 CHECKPOINT_VERSION = 0
 

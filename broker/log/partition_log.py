@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import structlog
 
-from broker.log import compaction, layout
+from broker.log import compaction, layout, v0_wrappers
 from broker.log.config import LogConfig
 from broker.log.entries import Scan, scan_entries
 from broker.log.errors import (
@@ -154,7 +154,8 @@ class PartitionLog:
         ``replicated``: the high watermark starts at ``high_watermark`` (the checkpointed one;
         the log start offset when None), clamped to the log, and moves only when set. Otherwise
         it follows the log end offset until set (a single broker). The leader-epoch cache is
-        loaded and cut to the log as recovered."""
+        loaded and cut to the log as recovered. Segments written before magic 0 wrappers held
+        absolute inner offsets are converted first, once (``v0_wrappers.upgrade_segments``)."""
         directory = Path(directory)
         if not directory.is_dir():
             directory.mkdir(parents=True)
@@ -162,6 +163,7 @@ class PartitionLog:
         compaction.finish_interrupted_swap(directory)
         for leftover in directory.glob(f"*{layout.TMP}"):
             leftover.unlink()
+        v0_wrappers.upgrade_segments(directory)
         bases = _segment_bases(directory)
         marker = directory / layout.CLEAN_SHUTDOWN
         clean = marker.exists()

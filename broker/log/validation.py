@@ -1,9 +1,16 @@
 """Checking a produced message set and assigning its offsets, before anything is written.
 
-The broker validates CRCs and assigns offsets; it does not recompress (DESIGN.md). A compressed
-wrapper is opened only to check its inner messages and count them: its own offset field -- which
-the CRC does not cover -- becomes the offset of its last inner message, and the compressed bytes
-are stored as they came.
+The broker validates CRCs and the format's rules, and assigns offsets; the offsets a producer
+writes in its top-level entries are ignored. A magic 1 wrapper is opened only to check its inner
+messages and count them: its own offset field -- which the CRC does not cover -- becomes the
+offset of its last inner message, and the compressed bytes are stored as they came. A magic 0
+wrapper's inner messages carry absolute offsets: they are renumbered and the set recompressed
+(``v0_wrappers``), as Kafka's broker does for magic 0.
+
+Refused, as Kafka refuses them: an empty or partial set, a bad CRC or layout (CORRUPT_MESSAGE);
+a compressed wrapper with a key, with nested compression, with inner messages of another magic
+or, in magic 1, with inner offsets other than 0..n-1 (CORRUPT_MESSAGE); any magic 1 message
+with the LogAppendTime timestamp type, which only the broker sets (INVALID_TIMESTAMP).
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import NamedTuple
 
+from broker.log import v0_wrappers
 from broker.log.entries import Scan, scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,
     KeylessMessageError,
+    ProducerTimestampTypeError,
 )
 from protocol.compression import Codec, decompress
 from protocol.errors import MessageFormatError
@@ -28,8 +37,9 @@ from protocol.messageset import (
     HEADER_V1,
     MIN_SIZE,
     TIMESTAMP_TYPE_BIT,
+    Entry,
     crc32,
-    open_wrapper,
+    inner_entries,
     read_entries,
 )
 
@@ -55,7 +65,8 @@ def prepare_append(
 ) -> PreparedAppend:
     """Validate ``message_set`` and assign offsets from ``next_offset``.
 
-    Raises ``InvalidMessageError`` / ``CorruptMessageSetError`` for malformed input and
+    Raises ``InvalidMessageError`` / ``CorruptMessageSetError`` for malformed input,
+    ``ProducerTimestampTypeError`` for a message claiming log-append time and
     ``KeylessMessageError`` when ``keys_required`` and a message has no key. With
     ``log_append_time`` (ms), every v1 top-level entry gets that timestamp and the
     log-append-time attribute, and its CRC is recomputed.
@@ -71,10 +82,13 @@ def prepare_append(
         raise InvalidMessageError("the message set is empty")
     offsets: Sequence[int]
     if not _any_wrapper(scan.attributes):
+        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         if keys_required and min(scan.key_lengths) < 0:
             raise KeylessMessageError(_KEYLESS)
         offsets = range(next_offset, next_offset + count)
+        data = bytearray(message_set)
     else:
+        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         # each entry takes the offset of its last message: a wrapper's count of them on
         counts = [
             _count_inner(message_set, scan, i, keys_required)
@@ -85,7 +99,12 @@ def prepare_append(
             )
         ]
         offsets = list(accumulate(counts, initial=next_offset - 1))[1:]
-    data = bytearray(message_set)
+        if any(not magic and attributes & CODEC_MASK
+               for magic, attributes in zip(scan.magics, scan.attributes, strict=True)):
+            data = _renumber_v0_wrappers(message_set, scan, offsets)
+            scan = scan_entries(data)
+        else:
+            data = bytearray(message_set)
     _write_offsets(data, scan, offsets)
     entries = scan._replace(offsets=offsets)
     if log_append_time is not None:
@@ -133,40 +152,56 @@ def _count_plain(key_length: int, keys_required: bool) -> int:
     return 1
 
 
+def _refuse_log_append_time(
+    attributes: Sequence[int], magics: Sequence[int], positions: Sequence[int]
+) -> None:
+    """Only the broker sets the LogAppendTime type (bit 3, which magic 0 does not have)."""
+    if attributes.count(0) == len(attributes):
+        return
+    for attribute, magic, position in zip(attributes, magics, positions, strict=True):
+        if magic and attribute & TIMESTAMP_TYPE_BIT:
+            raise ProducerTimestampTypeError(
+                "a producer must not set the timestamp type LogAppendTime (attributes bit 3) "
+                f"(the message at byte position {position})"
+            )
+
+
 def _count_inner(
     message_set: bytes | bytearray | memoryview, scan: Scan, i: int, keys_required: bool
 ) -> int:
-    """How many messages the wrapper ``scan`` found at index ``i`` holds. They must be valid,
-    uncompressed and numbered consecutively (so that rewriting the wrapper's offset renumbers
-    them all).
+    """How many messages the wrapper ``scan`` found at index ``i`` holds. The wrapper has no
+    key; its inner messages must be valid, uncompressed, of its magic, without the
+    LogAppendTime type and, in magic 1, numbered 0..n-1.
 
     The inner set is checked column-wise by ``scan_entries``; when anything is wrong, the
     codec's own reader opens the wrapper again to say what, as the protocol names it."""
-    position, size = scan.positions[i], scan.sizes[i]
-    header = HEADER_V1 if scan.magics[i] else _HEADER_V0
-    value = message_set[position + header + max(scan.key_lengths[i], 0) : position + size]
+    position, size, magic = scan.positions[i], scan.sizes[i], scan.magics[i]
+    if scan.key_lengths[i] != -1:
+        raise InvalidMessageError("compressed outer message should not have key", position=position)
+    header = HEADER_V1 if magic else _HEADER_V0
+    value = message_set[position + header : position + size]
     if value:  # else null or empty: not a message set either way
         codec = Codec(scan.attributes[i] & CODEC_MASK)
         try:
-            raw = decompress(codec, bytes(value))
+            raw = decompress(codec, bytes(value), magic=magic)
         except MessageFormatError:
             pass
         else:
             inner = scan_entries(raw)
-            if inner.end == len(raw) and _consecutive_plain_messages(inner, keys_required):
+            if inner.end == len(raw) and _acceptable_inner_set(inner, magic, keys_required):
                 return len(inner.positions)
     return _open_wrapper(message_set, position, size, keys_required)
 
 
-def _consecutive_plain_messages(inner: Scan, keys_required: bool) -> bool:
+def _acceptable_inner_set(inner: Scan, magic: int, keys_required: bool) -> bool:
     """Whether a wrapper's inner set, scanned to its end, is acceptable as it is."""
     count = len(inner.positions)
     if inner.error is not None or not count:
         return False
-    first = inner.offsets[0]
     return (
-        not any(map(CODEC_MASK.__and__, inner.attributes))
-        and list(inner.offsets) == list(range(first, first + count))
+        inner.magics.count(magic) == count
+        and inner.attributes.count(0) == count
+        and (not magic or list(inner.offsets) == list(range(count)))
         and not (keys_required and min(inner.key_lengths) < 0)
     )
 
@@ -174,24 +209,60 @@ def _consecutive_plain_messages(inner: Scan, keys_required: bool) -> bool:
 def _open_wrapper(
     message_set: bytes | bytearray | memoryview, position: int, size: int, keys_required: bool
 ) -> int:
-    """Open a wrapper with the codec's reader, raising the error it finds: the inner messages
-    must be valid, uncompressed and numbered consecutively."""
+    """Open a wrapper with the codec's reader, raising the error it finds (see
+    ``_count_inner`` for the rules)."""
+    wrapper, inner = _read_wrapper(message_set, position, size)
+    for i, message in enumerate(inner):
+        if message.magic != wrapper.magic:
+            raise InvalidMessageError(
+                f"compressed message magic {message.magic} does not equal wrapper magic "
+                f"{wrapper.magic}",
+                position=position,
+            )
+        if wrapper.magic and message.offset != i:
+            raise InvalidMessageError(
+                f"inner offsets of a magic 1 compressed wrapper must be 0..{len(inner) - 1}; "
+                f"message {i} has {message.offset}",
+                position=position,
+            )
+        if keys_required and message.key is None:
+            raise KeylessMessageError(_KEYLESS)
+    _refuse_log_append_time(
+        [m.attributes & 0xFF for m in inner], [m.magic for m in inner], [position] * len(inner)
+    )
+    return len(inner)
+
+
+def _read_wrapper(
+    message_set: bytes | bytearray | memoryview, position: int, size: int
+) -> tuple[Entry, list[Entry]]:
+    """The wrapper at ``position`` and its inner entries, offsets as stored."""
     try:
         (wrapper,), _ = read_entries(
             memoryview(message_set)[position : position + size], base_position=position
         )
-        inner = open_wrapper(wrapper)
+        return wrapper, inner_entries(wrapper)
     except MessageFormatError as exc:
         raise InvalidMessageError.wrapping(exc) from None
-    first = inner[0].offset
-    for i, message in enumerate(inner):
-        if message.offset != first + i:
-            raise InvalidMessageError(
-                "inner offsets of a compressed wrapper must be consecutive", position=position
-            )
-        if keys_required and message.key is None:
-            raise KeylessMessageError(_KEYLESS)
-    return len(inner)
+
+
+def _renumber_v0_wrappers(
+    message_set: bytes | bytearray | memoryview, scan: Scan, offsets: Sequence[int]
+) -> bytearray:
+    """The set with each magic 0 wrapper's inner messages given their absolute offsets (the
+    wrapper's ``offsets`` entry is its last) and recompressed."""
+    view = memoryview(message_set)
+    parts: list[bytes | memoryview] = []
+    for position, size, magic, attributes, last in zip(
+        scan.positions, scan.sizes, scan.magics, scan.attributes, offsets, strict=True
+    ):
+        if magic or not attributes & CODEC_MASK:
+            parts.append(view[position : position + size])
+            continue
+        wrapper, inner = _read_wrapper(message_set, position, size)
+        first = last - len(inner) + 1
+        parts.append(v0_wrappers.renumber(wrapper, inner, range(first, last + 1)))
+    return bytearray(b"".join(parts))
 
 
 def _stamp(data: bytearray, entries: Scan, timestamp: int) -> Scan:

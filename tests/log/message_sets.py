@@ -1,7 +1,8 @@
 """Hypothesis strategies for the log's fast paths: produced message sets as they come (runs of
-same-shaped messages long enough to reach the run path, v0 messages, wrappers of every codec,
-wrappers whose inner offsets are not consecutive or are themselves compressed), and the same
-sets with a few bytes changed, inserted or cut."""
+same-shaped messages long enough to reach the run path, v0 messages, wrappers of every codec and
+both magics, wrappers whose inner offsets are not 0..n-1, whose inner messages are compressed or
+of another magic, or that have a key), and the same sets with a few bytes changed, inserted or
+cut."""
 
 from __future__ import annotations
 
@@ -33,9 +34,21 @@ def v0_messages(draw: st.DrawFn) -> bytes:
 def wrapper(draw: st.DrawFn) -> bytes:
     codec = draw(st.sampled_from([Codec.GZIP, Codec.SNAPPY, Codec.LZ4]))
     records = [(draw(keys), draw(values), draw(timestamps)) for _ in range(draw(run_lengths))]
-    quirk = draw(st.sampled_from(["none", "none", "none", "gap", "nested", "empty"]))
+    quirk = draw(st.sampled_from(
+        ["none", "none", "none", "v0", "v0", "gap", "nested", "empty", "keyed", "mixed-magic"]
+    ))
     if quirk == "none":
         return encode_message_set(records, codec=codec)
+    if quirk == "v0":  # inner offsets absolute, here from wherever the producer started
+        return encode_message_set(records, codec=codec, magic=0, base_offset=draw(run_lengths))
+    if quirk == "keyed":
+        inner = encode_records(records)
+        return encode_message(len(records) - 1, b"k", compress(codec, inner), 5,
+                              attributes=int(codec))
+    if quirk == "mixed-magic":  # v1 messages in a v0 wrapper
+        inner = encode_records(records)
+        return encode_message(0, None, compress(codec, inner, magic=0), attributes=int(codec),
+                              magic=0)
     if quirk == "gap":
         inner = encode_records(records[:1]) + encode_records(records, base_offset=2)
     elif quirk == "nested":

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker.log.dump import main
+from tests.kafka_format import fixtures
 
 
 def message(
@@ -189,3 +190,35 @@ def test_runs_as_a_module(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["messages"] == 6
+
+
+def test_deep_on_kafkas_compressed_sets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """xerial snappy v0 and v1, gzip v0 at 100..102, lz4 v0 with the KAFKA-3160 header checksum
+    and lz4 v1 over 64 KiB, as a Kafka broker stores them one after the other."""
+    sets = fixtures()
+    path = tmp_path / f"{97:020d}.log"
+    path.write_bytes(b"".join(f.data for f in sets))
+    status, lines = run(capsys, str(path), "--deep", "--json")
+    assert status == 0
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    entries = [r for r in records if r["kind"] == "entry"]
+    assert [(e["offset"], e["magic"], e["codec"]) for e in entries] == [
+        (99, 0, "snappy"), (102, 0, "gzip"), (105, 0, "lz4"), (108, 1, "snappy"), (111, 1, "lz4")
+    ]
+    assert [[m["offset"] for m in e["inner"]] for e in entries] == [
+        [o for o, _, _ in f.messages] for f in sets
+    ]
+    assert all(m["valid"] for e in entries for m in e["inner"])
+    assert records[-1]["messages"] == 15 and records[-1]["damage"] is None
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(  # as `odradek log dump --deep` runs it
+        [sys.executable, "-m", "client.cli", "log", "dump", "--deep", str(path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr
+    inner = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("  | ")]
+    assert inner == [str(o) for o in range(97, 112)]

@@ -17,15 +17,19 @@ from broker.log.errors import (
     InvalidMessageError,
     KeylessMessageError,
     LogError,
+    ProducerTimestampTypeError,
 )
 from broker.log.validation import prepare_append
+from protocol.compression import compress, decompress
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     LOG_OVERHEAD,
+    Entry,
     TimestampType,
     decode_messages,
+    encode_message,
     encode_records,
-    open_wrapper,
+    inner_entries,
     read_entries,
     set_offset,
 )
@@ -47,40 +51,72 @@ def reference_prepare(
     entries, _ = read_entries(data)
     if not entries:
         raise InvalidMessageError("the message set is empty")
-    out = bytearray(data)
+    for entry in entries:
+        refuse_log_append_time(entry, entry.position)
+    pieces = []
     offsets, attributes, timestamps = [], [], []
     offset = next_offset - 1
     for entry in entries:
+        raw = bytearray(data[entry.position : entry.position + LOG_OVERHEAD + entry.size])
         if entry.attributes & 0x07:
+            if entry.key is not None:
+                raise InvalidMessageError(
+                    "compressed outer message should not have key", position=entry.position
+                )
             try:
-                inner = open_wrapper(entry)
+                inner = inner_entries(entry)
             except MessageFormatError as exc:
                 raise InvalidMessageError.wrapping(exc) from None
             for i, message in enumerate(inner):
-                if message.offset != inner[0].offset + i:
+                if message.magic != entry.magic:
                     raise InvalidMessageError(
-                        "inner offsets of a compressed wrapper must be consecutive",
+                        f"compressed message magic {message.magic} does not equal wrapper "
+                        f"magic {entry.magic}",
+                        position=entry.position,
+                    )
+                if entry.magic and message.offset != i:
+                    raise InvalidMessageError(
+                        "inner offsets of a magic 1 compressed wrapper must be "
+                        f"0..{len(inner) - 1}; message {i} has {message.offset}",
                         position=entry.position,
                     )
                 if keys_required and message.key is None:
                     raise KeylessMessageError(KEYLESS)
+            for message in inner:
+                refuse_log_append_time(message, entry.position)
             offset += len(inner)
+            if not entry.magic:  # absolute inner offsets, recompressed
+                payload = bytearray(decompress(entry.codec, entry.value or b"", magic=0))
+                for i, message in enumerate(inner):
+                    set_offset(payload, message.position, offset - len(inner) + 1 + i)
+                raw = bytearray(encode_message(
+                    offset, None, compress(entry.codec, bytes(payload), magic=0),
+                    attributes=entry.attributes, magic=0,
+                ))
         else:
             if keys_required and entry.key is None:
                 raise KeylessMessageError(KEYLESS)
             offset += 1
-        set_offset(out, entry.position, offset)
+        set_offset(raw, 0, offset)
         offsets.append(offset)
         attributes.append(entry.attributes & 0xFF)
         timestamps.append(entry.timestamp)
         if log_append_time is not None and entry.magic == 1:
             attributes[-1] |= 0x08
             timestamps[-1] = log_append_time
-            out[entry.position + 17] = attributes[-1]
-            struct.pack_into(">q", out, entry.position + 18, log_append_time)
-            crc = zlib.crc32(out[entry.position + 16 : entry.position + LOG_OVERHEAD + entry.size])
-            struct.pack_into(">I", out, entry.position + 12, crc)
-    return bytes(out), offsets, attributes, timestamps
+            raw[17] = attributes[-1]
+            struct.pack_into(">q", raw, 18, log_append_time)
+            struct.pack_into(">I", raw, 12, zlib.crc32(raw[16:]))
+        pieces.append(bytes(raw))
+    return b"".join(pieces), offsets, attributes, timestamps
+
+
+def refuse_log_append_time(message: Entry, position: int) -> None:
+    if message.magic and message.attributes & 0x08:
+        raise ProducerTimestampTypeError(
+            "a producer must not set the timestamp type LogAppendTime (attributes bit 3) "
+            f"(the message at byte position {position})"
+        )
 
 
 def outcome(prepare: Any, *args: Any) -> Any:
