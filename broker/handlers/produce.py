@@ -100,6 +100,8 @@ def _append(
                      reason=str(exc))
         return _result(partition, code, str(exc))
     ctx.purgatory.appended(topic, partition)
+    if ctx.metrics is not None:
+        ctx.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
     if ctx.cluster is not None:
         ctx.cluster.appended(topic, partition)
     return {
