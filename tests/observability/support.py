@@ -21,12 +21,13 @@ def start_with_metrics(make_broker: Callable[..., BrokerProcess], **settings: An
     """A broker whose metrics listener took a free port; (broker, metrics URL)."""
     broker = make_broker(settings={"metrics_listener": "127.0.0.1:0", **QUICK_GROUPS,
                                    **settings})
-    port = wait_for(lambda: _metrics_port(broker.log_text()), timeout=10,
+    port = wait_for(lambda: metrics_port(broker.log_text()), timeout=10,
                     what="the metrics.listening log line")
     return broker, f"http://127.0.0.1:{port}/metrics"
 
 
-def _metrics_port(log_text: str) -> int | None:
+def metrics_port(log_text: str) -> int | None:
+    """The port of the newest metrics.listening line in a broker's log."""
     found = re.findall(r"metrics\.listening.*?port=(\d+)", log_text)
     return int(found[-1]) if found else None
 
