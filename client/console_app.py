@@ -19,6 +19,7 @@ told otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import html
 from collections.abc import Callable
 from pathlib import Path
@@ -68,9 +69,14 @@ def _page(page: str, title: str, name: str = "") -> HTMLResponse:
 
 
 def make_app(data: ConsoleData) -> Starlette:
+    # ``data`` answers one call at a time, in a worker thread: the event loop keeps serving
+    # pages and static files meanwhile
+    one_at_a_time = asyncio.Lock()
+
     async def answer(ask: Callable[[], Any]) -> Response:
         try:
-            return JSONResponse(await run_in_threadpool(ask))
+            async with one_at_a_time:
+                return JSONResponse(await run_in_threadpool(ask))
         except ConsoleUnavailable as exc:
             return JSONResponse({"error": f"disconnected: {exc}"}, status_code=503)
         except NotFound as exc:

@@ -1,7 +1,7 @@
 """What ``odradek console`` shows, as JSON-ready dicts read through the Admin client.
 
-One ``GroupAdmin`` serves every page, one call at a time (it drives its own sockets and is not
-thread-safe; the web server calls from worker threads). When the brokers cannot be reached a
+One ``GroupAdmin`` serves every page: call one method at a time (it drives its own sockets;
+client/console_app.py holds a lock around each call). When the brokers cannot be reached a
 call raises ``ConsoleUnavailable``; the admin is then made anew on the next call, so the console
 recovers when a broker comes back, wherever the cluster's metadata had moved meanwhile. Each
 group page asked for keeps a ``GroupView`` (client/group_view.py), whose timeline is the state
@@ -10,7 +10,6 @@ changes seen by the polls of its page.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -44,29 +43,26 @@ class ConsoleData:
         self._bootstrap = bootstrap
         self._timeout_ms = timeout_ms
         self._admin: GroupAdmin | None = None
-        self._lock = threading.Lock()
         self._views: dict[str, GroupView] = {}
 
     def close(self) -> None:
-        with self._lock:
-            self._drop_admin()
+        self._drop_admin()
 
     def _call(self, ask: Callable[[GroupAdmin], T]) -> T:
-        with self._lock:
-            if self._admin is None:
-                self._admin = GroupAdmin(self._bootstrap, timeout_ms=self._timeout_ms)
-            try:
-                return ask(self._admin)
-            except UnknownTopicOrPartitionError as exc:
-                raise NotFound(str(exc)) from exc
-            except BrokerError:
-                raise
-            except ConsoleUnavailable:
-                self._drop_admin()
-                raise
-            except (OdradekError, OSError) as exc:
-                self._drop_admin()
-                raise ConsoleUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        if self._admin is None:
+            self._admin = GroupAdmin(self._bootstrap, timeout_ms=self._timeout_ms)
+        try:
+            return ask(self._admin)
+        except UnknownTopicOrPartitionError as exc:
+            raise NotFound(str(exc)) from exc
+        except BrokerError:
+            raise
+        except ConsoleUnavailable:
+            self._drop_admin()
+            raise
+        except (OdradekError, OSError) as exc:
+            self._drop_admin()
+            raise ConsoleUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     def _drop_admin(self) -> None:
         if self._admin is not None:

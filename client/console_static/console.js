@@ -65,8 +65,8 @@ const RENDER = {
         esc(g.lag)]));
   },
   group(g) {
-    const timeline = `<h2>timeline</h2><ol id="timeline">${g.timeline.slice().reverse().map(
-      (e) => `<li class="state-${esc(e.state)}">${esc(e.text)}</li>`).join("")}</ol>`;
+    const timeline = `<h2>timeline</h2><ul id="timeline">${g.timeline.slice().reverse().map(
+      (e) => `<li class="state-${esc(e.state)}">${esc(e.text)}</li>`).join("")}</ul>`;
     if (!g.exists) {
       return `<p>${stateBadge("none", "state")} The group does not exist (yet).</p>${timeline}`;
     }
