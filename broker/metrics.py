@@ -57,6 +57,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
+_ERROR_NAMES = {int(code): code.name for code in ErrorCode}
+
+
 class _Latencies:
     """Counts per latency bucket and their sum: a histogram without per-observation locks."""
 
@@ -88,8 +91,7 @@ class BrokerMetrics:
         self._partition_series = ctx.settings.metrics_partition_series
         self.registry = CollectorRegistry(auto_describe=False)
         # counted on the request path
-        self._requests: dict[str, int] = {}
-        self._errors: dict[tuple[str, str], int] = {}
+        self._errors: dict[tuple[str, int], int] = {}  # (API, error code) -> responses
         self._latency: dict[str, _Latencies] = {}
         self._bytes_in: dict[str, int] = {}
         self._bytes_out: dict[str, int] = {}
@@ -148,30 +150,31 @@ class BrokerMetrics:
 
     async def _timed(self, handler: Handler, ctx: BrokerContext, request: Request) -> Reply:
         started = time.perf_counter()
-        name = request.api.name
+        code = 0
         try:
             reply = await handler(ctx, request)
         except BrokerError as exc:
-            self._request_done(name, exc.code, started)
+            code = exc.code
             raise
         except Exception:
-            self._request_done(name, ErrorCode.UNKNOWN_SERVER_ERROR, started)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
             raise
-        body = reply.body if isinstance(reply, WithFileSlices) else reply
-        code = 0 if body is None else body.get("error_code", 0)
-        self._request_done(name, code, started)
-        if request.api.key is ApiKey.FETCH and body is not None and request.body["replica_id"] < 0:
-            self._fetched(body)
-        return reply
-
-    def _request_done(self, name: str, code: int, started: float) -> None:
-        latency = self._latency.get(name)
-        if latency is None:
-            latency = self._latency[name] = _Latencies()
-        latency.observe(time.perf_counter() - started)
-        self._requests[name] = self._requests.get(name, 0) + 1
-        key = (name, ErrorCode(code).name)
-        self._errors[key] = self._errors.get(key, 0) + 1
+        else:
+            body = reply.body if isinstance(reply, WithFileSlices) else reply
+            if body is not None:
+                code = body.get("error_code", 0)
+                if request.api.key is ApiKey.FETCH and request.body["replica_id"] < 0:
+                    self._fetched(body)
+            return reply
+        finally:
+            # the request count is the latency table's count, read at scrape time
+            name = request.api.name
+            latency = self._latency.get(name)
+            if latency is None:
+                latency = self._latency[name] = _Latencies()
+            latency.observe(time.perf_counter() - started)
+            key = (name, code)
+            self._errors[key] = self._errors.get(key, 0) + 1
 
     def _fetched(self, body: dict[str, Any]) -> None:
         out = self._bytes_out
@@ -207,14 +210,14 @@ class BrokerMetrics:
         requests = CounterMetricFamily(
             f"{PREFIX}_requestmetrics_requests", "Requests handled, per API: Kafka's "
             "RequestMetrics RequestsPerSec.", labels=["request"])
-        for name, count in sorted(self._requests.items()):
-            requests.add_metric([name], count)
+        for name, table in sorted(self._latency.items()):
+            requests.add_metric([name], sum(table.counts))
         yield requests
         errors = CounterMetricFamily(
             f"{PREFIX}_requestmetrics_errors", "Responses per API and error code (NONE "
             "included): Kafka's RequestMetrics ErrorsPerSec.", labels=["request", "error"])
-        for (name, error), count in sorted(self._errors.items()):
-            errors.add_metric([name, error], count)
+        for (name, code), count in sorted(self._errors.items()):
+            errors.add_metric([name, _ERROR_NAMES.get(int(code)) or str(code)], count)
         yield errors
         latency = HistogramMetricFamily(
             f"{PREFIX}_requestmetrics_totaltime_seconds", "Time from a request being read to "
