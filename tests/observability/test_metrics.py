@@ -3,15 +3,17 @@ Prometheus text format (read back with prometheus_client's parser)."""
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from protocol.messageset import Record, encode_message_set
 from tests.broker.raw import RawClient
-from tests.broker_process import BrokerProcess
+from tests.broker_process import BrokerProcess, BrokerStartError
 from tests.coordinator_broker.members import Member, wait_for
 from tests.observability.support import sample, scrape, start_with_metrics
 
@@ -106,3 +108,17 @@ def test_other_paths_are_not_found(make_broker: Callable[..., BrokerProcess]) ->
 
 def test_no_metrics_listener_by_default(broker: BrokerProcess) -> None:
     assert "metrics.listening" not in broker.log_text()
+
+
+def test_a_metrics_port_in_use_is_a_clear_start_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = BrokerProcess(tmp_path / "b", settings={"metrics_listener": f"127.0.0.1:{port}"})
+        with pytest.raises(BrokerStartError):
+            broker.start()
+    assert broker.returncode == 1
+    assert f"odradek broker: cannot start: metrics_listener 127.0.0.1:{port}: " in (
+        broker.log_text())
+    assert "Traceback" not in broker.log_text()
