@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 import trio
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -89,6 +95,9 @@ class BrokerMetrics:
         self._ctx = ctx
         self._connection_count = connection_count
         self._partition_series = ctx.settings.metrics_partition_series
+        # no *_created series: counters start with the broker (a process-wide switch, and the
+        # broker's process has no other metrics)
+        disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=False)
         # counted on the request path
         self._errors: dict[tuple[str, int], int] = {}  # (API, error code) -> responses
