@@ -97,7 +97,7 @@ class BrokerMetrics:
         self._partition_series = ctx.settings.metrics_partition_series
         # no *_created series: counters start with the broker (a process-wide switch, and the
         # broker's process has no other metrics)
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped upstream
         self.registry = CollectorRegistry(auto_describe=False)
         # counted on the request path
         self._errors: dict[tuple[str, int], int] = {}  # (API, error code) -> responses
