@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     consume.set_defaults(run=cmd_consume)
     add_groups_parser(commands, [client, json_flag])
-    add_console_parser(commands, client)
+    add_console_parser(commands, client.get_default("bootstrap"))
     add_cluster_parser(commands, json_flag)
     add_records_parser(commands, [client, json_flag])
     add_demo_parser(commands)

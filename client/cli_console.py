@@ -12,6 +12,8 @@ import argparse
 import socket
 from typing import TYPE_CHECKING
 
+from client.cli_args import positive_int
+
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
 
@@ -20,19 +22,26 @@ DEFAULT_TIMEOUT_MS = 2_000
 
 
 def add_console_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    client: argparse.ArgumentParser,
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], bootstrap: str
 ) -> None:
+    """``bootstrap``: the default of --bootstrap. The console has its own --api-timeout-ms
+    (argparse shares a parent parser's option objects, defaults included, among commands)."""
     console = subparsers.add_parser(
-        "console", parents=[client],
+        "console",
         help="a read-only web console of the cluster, topics and groups",
         description="Serve a read-only web console: the cluster (brokers, controller), "
         "topics with their partitions, groups, and a live page per group. It has no login: "
         "keep it on 127.0.0.1 (the default) or behind something that authenticates.",
     )
+    console.add_argument("--bootstrap", default=bootstrap, metavar="HOST:PORT[,HOST:PORT...]",
+                         help="brokers to contact first (default: %(default)s)")
+    console.add_argument("--api-timeout-ms", dest="api_timeout_ms", type=positive_int,
+                         default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                         help="how long to wait for brokers to answer before the pages say "
+                         "disconnected (default: %(default)s)")
     console.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                          help="where to serve it (default: %(default)s; port 0 picks one)")
-    console.set_defaults(run=cmd_console, api_timeout_ms=DEFAULT_TIMEOUT_MS)
+    console.set_defaults(run=cmd_console)
 
 
 def cmd_console(args: argparse.Namespace, output: Output) -> int:
