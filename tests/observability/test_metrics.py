@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from protocol.apis import ApiKey
 from protocol.messageset import Record, encode_message_set
-from tests.broker.raw import RawClient
+from tests.broker.raw import RawClient, fetch_body
 from tests.broker_process import BrokerProcess, BrokerStartError
 from tests.coordinator_broker.members import Member, wait_for
 from tests.observability.support import sample, scrape, start_with_metrics
@@ -122,3 +123,38 @@ def test_a_metrics_port_in_use_is_a_clear_start_error(tmp_path: Path) -> None:
     assert f"odradek broker: cannot start: metrics_listener 127.0.0.1:{port}: " in (
         broker.log_text())
     assert "Traceback" not in broker.log_text()
+
+
+def test_log_flushes_are_timed(make_broker: Callable[..., BrokerProcess]) -> None:
+    broker, url = start_with_metrics(make_broker, flush_messages=1)  # a flush per append
+    with RawClient(broker.address) as client:
+        client.create_topic("t", 1)
+        for _ in range(3):
+            client.produce("t", [b"m"])
+    samples = scrape(url)
+    assert sample(samples, "odradek_logflushstats_logflush_seconds_count") == 3
+    assert sample(samples, "odradek_logflushstats_logflush_seconds_bucket", le="+Inf") == 3
+
+
+def test_purgatories_count_what_waits(make_broker: Callable[..., BrokerProcess]) -> None:
+    broker, url = start_with_metrics(make_broker)
+
+    def purgatory(operation: str) -> float | None:
+        return sample(scrape(url), "odradek_delayedoperationpurgatory_purgatorysize",
+                      delayedoperation=operation)
+
+    with RawClient(broker.address) as client, RawClient(broker.address) as poller, \
+            Member(broker.address, "g", ["t"]) as first, \
+            Member(broker.address, "g", ["t"]) as second:
+        client.create_topic("t", 1)
+        poller.send(ApiKey.FETCH, fetch_body("t", 0, 0, 1 << 20, 20_000, 1))  # parks
+        wait_for(lambda: purgatory("Fetch") == 1, what="the fetch parked")
+        first.join()
+        second.send_join()  # held until the first member rejoins
+        wait_for(lambda: purgatory("Rebalance") == 1, what="the join held")
+        client.produce("t", [b"m"])  # answers the fetch
+        poller.receive()
+        assert purgatory("Fetch") == 0
+        first.join()
+        second.finish_join()
+        assert purgatory("Rebalance") == 0
