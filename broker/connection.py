@@ -242,7 +242,8 @@ class Connection:
         except ProtocolError as exc:
             raise _Close(str(exc)) from None
         header = request.header
-        handler = HANDLERS[request.api.key]
+        metrics = self._ctx.metrics  # when on, its handlers count and time each request
+        handler = (HANDLERS if metrics is None else metrics.handlers)[request.api.key]
         try:
             reply = await handler(self._ctx, request)
         except BrokerError as exc:

@@ -170,6 +170,8 @@ class GroupDriver:
         self._epochs = [0] * config.offsets_topic_partitions
         self._loads: deque[tuple[int, int]] = deque()
         self._loads_wanted = trio.Event()
+        #: called with (partition, seconds) when a partition with records has been loaded
+        self.load_listeners: list[Callable[[int, float], None]] = []
         self._catalog.listeners.append(self._topic_changed)
         if lead_all:
             for partition in range(config.offsets_topic_partitions):
@@ -311,8 +313,11 @@ class GroupDriver:
             log.exception("coordinator.load_failed", partition=partition)
             return
         self._apply(self.coordinator.finish_loading(partition, self.now_ms()))
+        took_ms = self.now_ms() - started
         log.info("coordinator.partition_loaded", partition=partition, records=records,
-                 ms=self.now_ms() - started)
+                 ms=took_ms)
+        for listener in self.load_listeners:
+            listener(partition, took_ms / 1000)
 
     def _feed(self, partition: int, batch: list[Record]) -> None:
         try:

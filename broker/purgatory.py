@@ -40,6 +40,11 @@ class FetchPurgatory:
                     if not waiting:
                         del self._waiting[key]
 
+    @property
+    def parked(self) -> int:
+        """How many fetches are waiting (each is registered under all its partitions)."""
+        return len({event for waiting in self._waiting.values() for event in waiting})
+
     def appended(self, topic: str, partition: int) -> None:
         """Wake every fetch waiting on this partition (new data, or the partition is gone)."""
         for event in self._waiting.pop((topic, partition), ()):

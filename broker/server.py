@@ -34,6 +34,7 @@ from broker.context import BrokerContext
 from broker.group_driver import TEST_PAUSE_FILE, GroupDriver
 from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
+from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
 from broker.topics import Topics, TopicsFileError
@@ -94,6 +95,10 @@ class BrokerServer:
             )
         if handlers.cancel_scope.cancelled_caught:
             log.warning("broker.requests_cut_short")
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     @property
     def stopping(self) -> bool:
@@ -229,6 +234,7 @@ async def _run_bound(
             topics = Topics(settings, clock=clock)
         except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
             raise _data_directory_error(settings.data_path, exc) from exc
+        metrics: BrokerMetrics | None = None
         try:
             # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
             cluster_id = None
@@ -254,7 +260,17 @@ async def _run_bound(
             )
             ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster)
             server = BrokerServer(ctx)
+            if settings.metrics_listener is not None:
+                ctx.metrics = metrics = BrokerMetrics(
+                    ctx, connection_count=lambda: server.connection_count)
+                metrics.attach()
             async with trio.open_nursery() as nursery:
+                if metrics is not None:
+                    try:
+                        await nursery.start(serve_metrics, metrics, settings.metrics_listener)
+                    except OSError as exc:
+                        raise StartupError(f"metrics_listener {settings.metrics_listener}: "
+                                           f"{exc}") from exc
                 await nursery.start(groups.run)
 
                 async def serve(*, task_status: trio.TaskStatus[int]) -> None:
@@ -288,6 +304,8 @@ async def _run_bound(
                 nursery.start_soon(maintain_logs, ctx)
                 nursery.start_soon(_obey_signals, signals, server, cluster)
         finally:
+            if metrics is not None:
+                metrics.detach()
             if cluster is not None:
                 await cluster.stop()  # the registration goes with the session, at once
             topics.close()  # after the maintenance pass in progress, if any, has finished

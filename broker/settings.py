@@ -67,6 +67,21 @@ def _optional_str(text: str) -> str | None:
     return text.strip() or None
 
 
+def host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT`` too) as a listener setting takes it."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _optional_listener(text: str) -> str | None:
+    if not text.strip() or text.strip().lower() == "none":
+        return None
+    host_port(text)
+    return text.strip()
+
+
 def _log_level(text: str) -> str:
     word = text.strip().lower()
     if word not in LOG_LEVELS:
@@ -156,6 +171,13 @@ SETTINGS: tuple[Setting, ...] = (
             "On SIGTERM/SIGINT, how long in-flight requests may take before they are cut off."),
     Setting("log_level", "", _log_level,
             "Least severe event the broker logs to stderr: debug, info, warning or error."),
+    Setting("metrics_listener", "", _optional_listener,
+            "HOST:PORT serving Prometheus metrics at /metrics (for example 127.0.0.1:9404; "
+            "port 0 picks a free one, logged as metrics.listening); unset: no metrics "
+            "listener. See docs/operations.md, Watching odradek."),
+    Setting("metrics_partition_series", "", _bool,
+            "Export per-partition series (consumer lag and committed offset per group and "
+            "partition); false keeps only per-group sums, bounding the series count."),
     # the group coordinator (coordinator.config.CoordinatorConfig)
     Setting("group_min_session_timeout_ms", "group.min.session.timeout.ms", _int_at_least(1),
             "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."),
@@ -256,6 +278,8 @@ class BrokerSettings:
     maintenance_interval_ms: int = 5_000
     shutdown_timeout_ms: int = 10_000
     log_level: str = "info"
+    metrics_listener: str | None = None
+    metrics_partition_series: bool = True
     group_min_session_timeout_ms: int = _GROUP.group_min_session_timeout_ms
     group_max_session_timeout_ms: int = _GROUP.group_max_session_timeout_ms
     group_initial_rebalance_delay_ms: int = _GROUP.group_initial_rebalance_delay_ms

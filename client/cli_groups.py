@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from client.cli_group_changes import add_group_change_parsers
+from client.cli_group_watch import add_watch_parser
 from client.group_admin import GroupAdmin, GroupDescription, MemberDescription, PartitionLag
 from protocol.errors import GroupIdNotFoundError
 
@@ -42,7 +43,7 @@ def add_groups_parser(
     """``parents``: the parsers holding the client options (--bootstrap, --api-timeout-ms)
     and --json."""
     groups = subparsers.add_parser(
-        "groups", help="list, describe, reset the offsets of and delete consumer groups"
+        "groups", help="list, describe, watch, reset the offsets of and delete consumer groups"
     )
     actions = groups.add_subparsers(dest="groups_command", metavar="ACTION", required=True)
     listing = actions.add_parser(
@@ -71,6 +72,7 @@ def add_groups_parser(
                       help="one row for the group: " + ", ".join(STATE_COLUMNS[1:]))
     describe.set_defaults(run=cmd_groups_describe, describe_parser=describe)
     add_group_change_parsers(actions, parents)  # reset-offsets, delete
+    add_watch_parser(actions, parents[0])  # the client options; it prints no JSON
 
 
 def _group_admin(args: argparse.Namespace) -> GroupAdmin:

@@ -163,6 +163,11 @@ class GroupCoordinator:
         self._out: list[Effect] = []
         #: state changes and events by name, e.g. "group.Steady->PrepareRebalance"
         self.counters: Counter[str] = Counter()
+        #: called with (group, from, to, now_ms) on every group state change (the broker's
+        #: metrics time rebalances with it)
+        self.transition_listeners: list[
+            Callable[[Group, GroupState, GroupState, int], None]
+        ] = []
         self._handlers: dict[ApiKey, Callable[[dict[str, Any], RequestContext], None]] = {
             ApiKey.JOIN_GROUP: self._join_group,
             ApiKey.HEARTBEAT: self._heartbeat,
@@ -371,6 +376,8 @@ class GroupCoordinator:
             self.counters[f"group.{old.value}->{new.value}"] += 1
             log.info("group_transition", group=group.group_id, generation=group.generation,
                      reason=reason, **{"from": old.value, "to": new.value})
+            for listener in self.transition_listeners:
+                listener(group, old, new, now_ms)
 
     def _move_loader(self, loader: OffsetsPartition, event: LoaderEvent) -> None:
         old = loader.state
@@ -865,6 +872,7 @@ class GroupCoordinator:
                 if group is None:  # deleted or expired meanwhile: the log has these offsets now
                     group = loader.groups[group_id] = Group(group_id, loader.partition)
                 group.offsets.update(writes)
+                self.counters["offsets.committed"] += len(writes)
             else:
                 answer = append_error_answer(error)
                 errors.update((tp, answer) for tp in writes)

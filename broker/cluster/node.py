@@ -108,6 +108,7 @@ class ClusterNode:
         self._session_lost = False
         self._stopping = False
         self._nursery: trio.Nursery | None = None
+        self.produces_waiting = 0  # acks=all produces waiting for their ISR
 
     # ========================================================================== start-up
 
@@ -471,8 +472,12 @@ class ClusterNode:
 
     async def await_replication(self, topic: str, partition: int, last_offset: int,
                                 deadline: float) -> None:
-        await self._replicas.wait_for_replication(
-            (topic, partition), last_offset, self.min_insync(topic), deadline)
+        self.produces_waiting += 1  # the produce purgatory's size, for the metrics
+        try:
+            await self._replicas.wait_for_replication(
+                (topic, partition), last_offset, self.min_insync(topic), deadline)
+        finally:
+            self.produces_waiting -= 1
 
     def follower_fetched(self, follower: int, topic: str, partition: int,
                          fetch_offset: int) -> None:

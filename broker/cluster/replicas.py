@@ -99,6 +99,9 @@ class ReplicaManager:
         self.replicas: dict[TopicPartition, Replica] = {}
         self._fetchers: dict[tuple[int, str, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
+        #: ISR changes this broker wrote as leader (Kafka's IsrShrinksPerSec, IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     async def run(self) -> None:
         """The ISR expiry check and the fetchers' home, until cancelled."""
@@ -279,6 +282,10 @@ class ReplicaManager:
                 return
             before = replica.isr
             replica.isr = list(isr)
+            if len(isr) < len(before):
+                self.isr_shrinks += 1
+            elif len(isr) > len(before):
+                self.isr_expands += 1
             replica.zk_version = stat.version
             for member in isr:
                 replica.caught_up_at.setdefault(member, self._clock())

@@ -102,6 +102,8 @@ def _append(
         message = f"{topic}-{partition}: {exc}" if isinstance(exc, MessageFormatError) else str(exc)
         return _result(partition, code, message)
     ctx.purgatory.appended(topic, partition)
+    if ctx.metrics is not None:
+        ctx.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
     if ctx.cluster is not None:
         ctx.cluster.appended(topic, partition)
     return {

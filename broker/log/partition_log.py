@@ -54,6 +54,10 @@ from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, re
 
 log = structlog.get_logger(__name__)
 
+#: called with each flush's duration in seconds, from whichever thread flushed (the broker's
+#: metrics listen here: Kafka's LogFlushRateAndTimeMs)
+FLUSH_OBSERVERS: list[Callable[[float], None]] = []
+
 # ListOffsets' special timestamps (Kafka's numbers).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -537,6 +541,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync everything written so far and move the recovery point to the log end."""
+        started = time.perf_counter()
         with self._lock:
             segments = self._live()
             pending = [*self._unflushed, segments.active]
@@ -560,6 +565,8 @@ class PartitionLog:
                 self._recovery_point = target
                 # Not fsynced: a lost update only makes recovery start earlier.
                 layout.write_offset_file(self._directory / layout.RECOVERY_POINT, target)
+        for observe in FLUSH_OBSERVERS:
+            observe(time.perf_counter() - started)
 
     def maybe_flush(self, now: float | None = None) -> bool:
         """Flush when data has been waiting ``flush_ms`` (called by the server's timer)."""

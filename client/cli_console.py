@@ -1,0 +1,68 @@
+"""``odradek console --bootstrap HOST:PORT [--listen 127.0.0.1:8080]``: serve the web console
+(client/console_app.py) with uvicorn until Ctrl-C.
+
+It prints its address on its first line. No login: it binds 127.0.0.1 by default. It asks the
+brokers with a 2 s timeout (``--api-timeout-ms``), so a broker gone shows as "disconnected"
+quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+from typing import TYPE_CHECKING
+
+from client.cli_args import positive_int
+
+if TYPE_CHECKING:  # client.cli imports this module
+    from client.cli import Output
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_TIMEOUT_MS = 2_000
+
+
+def add_console_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], bootstrap: str
+) -> None:
+    """``bootstrap``: the default of --bootstrap. The console has its own --api-timeout-ms
+    (argparse shares a parent parser's option objects, defaults included, among commands)."""
+    console = subparsers.add_parser(
+        "console",
+        help="a read-only web console of the cluster, topics and groups",
+        description="Serve a read-only web console: the cluster (brokers, controller), "
+        "topics with their partitions, groups, and a live page per group. It has no login: "
+        "keep it on 127.0.0.1 (the default) or behind something that authenticates.",
+    )
+    console.add_argument("--bootstrap", default=bootstrap, metavar="HOST:PORT[,HOST:PORT...]",
+                         help="brokers to contact first (default: %(default)s)")
+    console.add_argument("--api-timeout-ms", dest="api_timeout_ms", type=positive_int,
+                         default=DEFAULT_TIMEOUT_MS, metavar="MS",
+                         help="how long to wait for brokers to answer before the pages say "
+                         "disconnected (default: %(default)s)")
+    console.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                         help="where to serve it (default: %(default)s; port 0 picks one)")
+    console.set_defaults(run=cmd_console)
+
+
+def cmd_console(args: argparse.Namespace, output: Output) -> int:
+    import uvicorn  # imported here: the other commands need neither it nor Starlette
+
+    from client.console_app import make_app
+    from client.console_data import ConsoleData
+
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        output.note(f"odradek console: --listen {args.listen!r} is not HOST:PORT")
+        return 2
+    sock = socket.create_server((host.strip("[]"), int(port)))
+    bound = sock.getsockname()
+    output.out.write(f"odradek console on http://{host}:{bound[1]}/ (read-only, no login)\n")
+    output.out.flush()
+    data = ConsoleData(args.bootstrap, timeout_ms=args.api_timeout_ms)
+    try:
+        config = uvicorn.Config(make_app(data), log_level="warning", lifespan="off")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        data.close()
+        sock.close()
+    return 0

@@ -1,0 +1,65 @@
+"""Cluster metrics on two brokers: leader, partition and active-controller counts; a paused
+follower shrinks the ISR of the partitions it follows (under-replicated) and expands it again
+when it is back; a dead broker's only replica is an offline partition on the controller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from client.admin import Admin, NewTopic
+from tests.broker_process import BrokerProcess
+from tests.cluster.conftest import Cluster, paused, until
+from tests.coordinator_broker.members import wait_for
+from tests.observability.support import metrics_port, sample, scrape
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+
+def metrics_url(broker: BrokerProcess) -> str:
+    port = wait_for(lambda: metrics_port(broker.log_text()), timeout=10,
+                    what="the metrics.listening log line")
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def value(url: str, name: str) -> float | None:
+    return sample(scrape(url), name)
+
+
+def test_replica_and_controller_counts(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster(2, settings={
+        "metrics_listener": "127.0.0.1:0", "replica_lag_time_max_ms": 1000,
+        "zookeeper_session_timeout_ms": 15_000})
+    with Admin(cluster.brokers[0].bootstrap, timeout_ms=20_000) as admin:
+        admin.create_topics([NewTopic("r", replica_assignment={0: [0, 1], 1: [0, 1]}),
+                             NewTopic("solo", replica_assignment={0: [1]})])
+    cluster.wait_for_leaders("r", 2)
+    cluster.wait_for_leaders("solo", 1)
+    urls = {i: metrics_url(b) for i, b in cluster.brokers.items()}
+    controller = cluster.controller_id()
+    assert controller is not None
+    for broker_id, url in urls.items():
+        assert value(url, "odradek_controller_activecontrollercount") == int(
+            broker_id == controller)
+    until(lambda: value(urls[0], "odradek_replicamanager_partitioncount") == 2
+          and value(urls[1], "odradek_replicamanager_partitioncount") == 3, 20,
+          "every replica hosted")
+    assert value(urls[0], "odradek_replicamanager_leadercount") == 2
+    assert value(urls[1], "odradek_replicamanager_leadercount") == 1
+    until(lambda: value(urls[0], "odradek_replicamanager_underreplicatedpartitions") == 0,
+          20, "r fully replicated")
+
+    with paused(cluster.brokers[1]):  # broker 0 leads r and stops hearing from its follower
+        until(lambda: value(urls[0], "odradek_replicamanager_isrshrinks_total") == 2, 10,
+              "both partitions of r shrink their ISR")
+        assert value(urls[0], "odradek_replicamanager_underreplicatedpartitions") == 2
+    until(lambda: value(urls[0], "odradek_replicamanager_isrexpands_total") == 2, 20,
+          "the follower back in both ISRs")
+    until(lambda: value(urls[0], "odradek_replicamanager_underreplicatedpartitions") == 0, 10,
+          "r fully replicated again")
+
+    cluster.brokers[1].kill()  # solo's only replica: offline, as the controller (0) sees it
+    until(lambda: value(urls[0], "odradek_controller_offlinepartitionscount") == 1,
+          cluster.failover_bound, "solo-0 offline")
+    assert value(urls[0], "odradek_controller_activecontrollercount") == 1
