@@ -9,6 +9,7 @@ import gzip
 from collections.abc import Callable
 from pathlib import Path
 
+import lz4.frame
 import pytest
 
 from broker.log import PartitionLog, compaction, layout
@@ -110,6 +111,14 @@ def test_a_compressed_wrapper_with_a_key_is_refused() -> None:
     error = refused(message(0, b"key", gzip.compress(inner), attributes=GZIP))
     assert error.code is ErrorCode.CORRUPT_MESSAGE
     assert "compressed outer message should not have key" in str(error)
+
+
+def test_an_lz4_frame_of_linked_blocks_is_refused() -> None:
+    """Kafka's reader: "Dependent block stream is unsupported"."""
+    inner = b"".join(message(i, None, b"x" * 30_000) for i in range(3))
+    error = refused(message(2, None, lz4.frame.compress(inner), attributes=LZ4))
+    assert error.code is ErrorCode.CORRUPT_MESSAGE
+    assert "lz4 frame with linked blocks (FLG 0x48)" in str(error)
 
 
 def test_inner_messages_of_another_magic_are_refused() -> None:
