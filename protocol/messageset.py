@@ -1,4 +1,4 @@
-"""The message-set codec: message format v1 (read and write) and v0 (read), seed 000 section 5.4.
+"""The message-set codec: message formats v1 and v0 (read and write), seed 000 section 5.4.
 
 One log entry, big-endian, exactly as stored on disk and sent on the wire::
 

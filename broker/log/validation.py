@@ -10,8 +10,8 @@ wrapper's inner messages carry absolute offsets: they are renumbered and the set
 Refused, as Kafka refuses them: an empty or partial set, a bad CRC or layout (CORRUPT_MESSAGE);
 a compressed wrapper with a key, with nested compression, with inner messages of another magic,
 in magic 1 with inner offsets other than 0..n-1, or an lz4 frame of linked blocks, which Kafka's
-reader refuses (CORRUPT_MESSAGE); any magic 1 message
-with the LogAppendTime timestamp type, which only the broker sets (INVALID_TIMESTAMP).
+reader refuses (CORRUPT_MESSAGE); any magic 1 message with the LogAppendTime timestamp type,
+which only the broker sets (INVALID_TIMESTAMP).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from broker.log.errors import (
     KeylessMessageError,
     ProducerTimestampTypeError,
 )
-from protocol.compression import LZ4_FLG_BLOCK_INDEPENDENCE as _LZ4_INDEPENDENT
-from protocol.compression import Codec, decompress
+from protocol.compression import LZ4_FLG_BLOCK_INDEPENDENCE, Codec, decompress
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     CODEC_MASK,
@@ -83,15 +82,14 @@ def prepare_append(
     count = len(scan.positions)
     if not count:
         raise InvalidMessageError("the message set is empty")
+    _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
     offsets: Sequence[int]
     if not _any_wrapper(scan.attributes):
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         if keys_required and min(scan.key_lengths) < 0:
             raise KeylessMessageError(_KEYLESS)
         offsets = range(next_offset, next_offset + count)
         data = bytearray(message_set)
     else:
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         # each entry takes the offset of its last message: a wrapper's count of them on
         counts = [
             _count_inner(message_set, scan, i, keys_required)
@@ -184,7 +182,11 @@ def _count_inner(
     header = HEADER_V1 if magic else _HEADER_V0
     value = message_set[position + header : position + size]
     codec = Codec(scan.attributes[i] & CODEC_MASK)
-    if codec is Codec.LZ4 and len(value) > _LZ4_FLG and not value[_LZ4_FLG] & _LZ4_INDEPENDENT:
+    if (
+        codec is Codec.LZ4
+        and len(value) > _LZ4_FLG
+        and not value[_LZ4_FLG] & LZ4_FLG_BLOCK_INDEPENDENCE
+    ):
         raise InvalidMessageError(
             f"lz4 frame with linked blocks (FLG {value[_LZ4_FLG]:#04x}): Kafka's readers accept "
             "only independent blocks",
