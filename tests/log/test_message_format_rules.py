@@ -236,3 +236,17 @@ def test_a_magic_0_lz4_set_is_stored_with_kafka_0_9s_header(open_log: OpenLog) -
     (entry,), _ = read_entries(stored(log))
     assert (entry.value or b"")[:7] == b"\x04\x22\x4d\x18\x60\x40\x1a"
     assert compress(Codec.LZ4, b"v", magic=0)[:7] == b"\x04\x22\x4d\x18\x60\x40\x1a"
+
+
+def test_a_follower_copies_a_magic_0_set_with_its_offsets(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    leader.append(encode_message_set([(None, b"first", 0)]))
+    leader.append(encode_message_set([(b"k", b"v0", 0)] * 3, codec=Codec.SNAPPY, magic=0))
+    follower = open_log(tmp_path / "follower" / "t-0")
+    data = stored(leader)
+    result = follower.append_as_follower(data)
+    assert (result.first_offset, result.last_offset) == (0, 3)
+    assert stored(follower) == data
+    assert [m.offset for m in read_set(stored(follower))] == [0, 1, 2, 3]
