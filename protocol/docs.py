@@ -16,7 +16,7 @@ from pathlib import Path
 
 from coordinator.group_state import STATE_DESCRIPTIONS, GroupState
 from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
-from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, decompress
+from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, compress, decompress
 from protocol.errors import ErrorCode
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, encode_frame
 from protocol.messageset import (
@@ -49,6 +49,7 @@ def render() -> str:
         _error_table(),
         _message_format(),
         _compression(),
+        _producing(),
         _coordinator(),
         _partitioner(),
     ]
@@ -384,8 +385,9 @@ def _message_format() -> str:
 ## Message format
 
 `records` fields (Produce requests, Fetch responses) hold a **message set**: entries one after
-another, no count and no padding. Each entry is a message in format v1 (written by odradek) or v0
-(read only). All integers are big-endian.
+another, no count and no padding. Each entry is a message in format v1 (magic 1, what odradek's
+clients write) or v0 (magic 0, Kafka 0.8/0.9's format): Produce accepts both and stores each
+entry in the magic it came in, so a reader must read both. All integers are big-endian.
 
 {_table(("field", "bytes", "meaning"), [
     ("offset", "8 (int64)", "the message's offset in its partition (a wrapper: see Compression)"),
@@ -469,42 +471,148 @@ def _compression() -> str:
         (e.offset, f"{wrapper.offset} - {last} + {e.offset} = {o.offset}", _show(o.value))
         for e, o in zip(inner, opened, strict=True)
     ]
+    v0 = read_entries(encode_message_set(records, codec=Codec.GZIP, base_offset=100, magic=0))
+    v0_wrapper = v0[0][0]
+    v0_inner = read_entries(decompress(Codec.GZIP, v0_wrapper.value or b"", magic=0))[0]
+    v0_rows = [(e.offset, e.offset, _show(e.value)) for e in v0_inner]
+    snappy = compress(Codec.SNAPPY, _INNER_EXAMPLE)
+    lz4_frame = compress(Codec.LZ4, _INNER_EXAMPLE)
     codecs = {
         Codec.GZIP: "gzip (RFC 1952), one member, nothing after it",
-        Codec.SNAPPY: "snappy raw block format: a varint of the uncompressed length, then the "
-        "block (not the xerial framing some Kafka clients use)",
-        Codec.LZ4: "LZ4 frame format (lz4.org frame spec, with its magic number and checksums)",
+        Codec.SNAPPY: "snappy in the xerial framing Kafka's Java producer writes (below); "
+        "a payload without the framing's magic bytes is read as one raw snappy block",
+        Codec.LZ4: "one LZ4 frame (lz4.org frame format) of independent blocks (below)",
     }
     return f"""
 ## Compression
 
 A compressed batch is one **wrapper** entry whose `value` is a whole inner message set,
 compressed with the codec in the wrapper's `attributes` (bits 0-2, mask `0x{CODEC_MASK:02x}`). The
-producer compresses, the broker stores the wrapper as it came (it validates CRCs and assigns
-offsets but never recompresses), and only the consumer decompresses.
+producer compresses and only the consumer decompresses; the broker opens a wrapper to check it,
+stores a magic 1 wrapper as it came and rewrites a magic 0 one (below).
 
 {_table(("codec", "attributes bits 0-2", "payload format"),
         [(c.name.lower(), int(c), codecs[c]) for c in codecs])}
-- The wrapper is a v1 message with a null key. Its timestamp is the largest inner timestamp with
-  create time; with log-append time (attributes bit 3, `0x{TIMESTAMP_TYPE_BIT:02x}`) the broker
-  sets it, and it stands for every inner message.
-- Inner messages are plain (codec 0; nested compression is an error) v1 messages with
-  **relative offsets** 0, 1, ..., n-1. The wrapper's `offset` is the absolute offset of the
-  **last** inner message, so the broker assigns offsets by rewriting only the wrapper's 8-byte
-  offset field, which the CRC does not cover.
-- A reader computes each inner message's absolute offset as
-  `wrapper.offset - last_inner.offset + inner.offset`. The same formula reads v0 wrappers, whose
-  inner offsets are already absolute (then `wrapper.offset == last_inner.offset`).
-- A wrapper occupies as many offsets as it holds messages; a fetch from an offset inside a wrapper
-  returns the whole wrapper, and the consumer skips the inner messages before the offset it asked
-  for.
+- The wrapper has a null key and the magic of its inner messages. In v1 its timestamp is the
+  largest inner timestamp with create time; with log-append time (attributes bit 3,
+  `0x{TIMESTAMP_TYPE_BIT:02x}`, set by the broker only) the broker sets it, and it stands for
+  every inner message.
+- Inner messages are plain (codec 0; nested compression is an error). The wrapper's `offset` is
+  the absolute offset of its **last** inner message, and it occupies as many offsets as it holds
+  messages; a fetch from an offset inside a wrapper returns the whole wrapper, and the consumer
+  skips the inner messages before the offset it asked for.
 - A payload that cannot be decompressed, holds a partial or empty inner set, or expands beyond
   {_mib(DEFAULT_MAX_DECOMPRESSED_BYTES)} is malformed.
 
-Example: three messages produced with gzip and stored at offsets 40-42. The wrapper's own offset
-is {wrapper.offset}; inside it:
+### Inner offsets: magic 1 relative, magic 0 absolute
 
-{_table(("inner offset", "absolute offset", "value"), rows)}"""
+- **Magic 1** (Kafka's KIP-31): inner offsets are **relative**, 0, 1, ..., n-1. A reader computes
+  each absolute offset as `wrapper.offset - last_inner.offset + inner.offset`. The broker assigns
+  offsets by rewriting only the wrapper's 8-byte offset field, which the CRC does not cover; it
+  never recompresses a magic 1 wrapper.
+- **Magic 0**: inner offsets are **absolute** and a reader takes them as stored (the wrapper's
+  offset equals the last of them). The broker assigns them by rewriting every inner offset and
+  recompressing the set with the same codec, as Kafka's broker does for magic 0.
+
+Example (magic 1): three messages produced with gzip and stored at offsets 40-42. The wrapper's
+own offset is {wrapper.offset}; inside it:
+
+{_table(("inner offset", "absolute offset", "value"), rows)}
+Example (magic 0): the same three messages as a v0 gzip set stored at offsets 100-102. Whatever
+inner offsets the producer wrote (Kafka's producers write 0, 1, 2), the stored set holds:
+
+{_table(("inner offset (as stored)", "absolute offset", "value"), v0_rows)}
+and its wrapper's offset is {v0_wrapper.offset}. Had the broker kept the producer's 0, 1, 2,
+Kafka's readers -- which take magic 0 inner offsets as stored -- would read offsets 0, 1, 2.
+
+### Snappy: the xerial framing
+
+What Kafka's Java producer (snappy-java's `SnappyOutputStream`) writes, and what odradek writes;
+there is no setting for raw blocks, since every Kafka reader reads this framing:
+
+{_XERIAL_TABLE}
+Example: the payload for an inner set of {len(_INNER_EXAMPLE)} bytes (one message, value
+`"hello"`) starts
+
+```
+{_hexdump(snappy[:24])}
+```
+
+that is the magic, version 1, compatible version 1, the block's length
+{int.from_bytes(snappy[16:20], "big")}, then the block, whose first byte `{snappy[20]:02x}` is the
+varint {len(_INNER_EXAMPLE)}. A payload that does not start with the magic is one raw snappy
+block (as older writers sent).
+
+### LZ4: independent blocks
+
+One frame in the lz4.org frame format, as Kafka's `KafkaLZ4BlockOutputStream` writes it: magic
+`04 22 4d 18`, FLG `60` (version 01, bit 5 **block independence** set, no checksums, no content
+size), BD `40` (blocks of at most 64 KiB), the header checksum HC, then blocks (a little-endian
+uint32 size, its high bit set for a block stored uncompressed, then the bytes) and an end mark
+`00 00 00 00`. Kafka's reader refuses a frame whose blocks are linked (FLG bit 5 clear, e.g.
+`48`: "Dependent block stream is unsupported"), so the broker refuses one at Produce; sets over
+64 KiB are where the difference shows.
+
+- HC is byte 1 (bits 8-15) of xxHash32 (seed 0) over FLG and BD, so a magic 1 frame starts
+  `{_hex(_lz4_header(1))}`.
+- Magic 0 frames carry the checksum Kafka 0.8/0.9 computed (KAFKA-3160: over the magic number
+  too), so they start `{_hex(_lz4_header(0))}`. Readers accept either checksum in magic 0 and
+  only the correct one in magic 1; odradek writes the old one in magic 0, as Kafka 0.9 did.
+
+Example: the magic 1 payload for the same {len(_INNER_EXAMPLE)}-byte inner set: the header,
+one block of {int.from_bytes(lz4_frame[7:11], "little")} compressed bytes (size
+`{_hex(lz4_frame[7:11])}`, high bit clear), then the end mark:
+
+```
+{_hexdump(lz4_frame)}
+```
+"""
+
+
+_INNER_EXAMPLE = encode_message_set([(None, b"hello", 1_000)])
+_XERIAL_TABLE = _table(("bytes", "field"), [
+    ("8", "magic `82 53 4e 41 50 50 59 00` (`\\x82SNAPPY\\x00`)"),
+    ("4 (int32)", "version: 1"),
+    ("4 (int32)", "compatible version: 1 (a reader refuses any other)"),
+    ("4 (int32) + L", "then, until the payload ends: a block's length L, then the block in the "
+     "snappy raw format (a varint of its uncompressed length, then the compressed data); "
+     "odradek cuts the input into blocks of at most 32 KiB"),
+])
+
+
+def _lz4_header(magic: int) -> bytes:
+    return compress(Codec.LZ4, b"", magic=magic)[:7]
+
+
+def _producing() -> str:
+    return """
+## Producing: what the broker checks
+
+A Produce request's `records` for a partition are checked whole before anything is written;
+any failure refuses the whole set, with `error_message` naming the partition and, for a
+malformed set, the offset field and byte position of the entry at fault
+(`"t-0: cannot decompress snappy payload: UncompressError (offset 7 at byte position 0)"`).
+
+- **Offsets.** The offset fields of top-level entries, and the inner offsets of magic 0
+  wrappers, are ignored: the broker assigns consecutive offsets from the log end (write 0, or
+  0..n-1). Magic 1 inner offsets must be exactly 0, 1, ..., n-1 (the wrapper's own offset field
+  is ignored; Kafka's producers write n-1): anything else is `CORRUPT_MESSAGE` "inner offsets of
+  a magic 1 compressed wrapper must be 0..n-1".
+- **Empty or partial sets.** `records` of zero bytes, or ending inside an entry, are
+  `CORRUPT_MESSAGE` ("the message set is empty", "the message set ends in an incomplete entry").
+  (A Fetch answer may end in a partial entry; a Produce request may not.)
+- **Wrappers.** A compressed wrapper with a key is `CORRUPT_MESSAGE` ("compressed outer message
+  should not have key"); so are nested compression, inner messages whose magic differs from the
+  wrapper's, an lz4 frame of linked blocks, and a payload that cannot be decompressed.
+- **Timestamp type.** Only the broker sets the LogAppendTime type (attributes bit 3): a v1
+  message (plain, wrapper or inner) that sets it is `INVALID_TIMESTAMP` "a producer must not set
+  the timestamp type LogAppendTime", on any topic. On a topic with
+  `message_timestamp_type=LogAppendTime` the broker stamps every v1 entry itself.
+- **Magic 0** is accepted and stored as magic 0 (no timestamps); its compressed sets are
+  renumbered and recompressed as above. Kafka's brokers accept it too.
+- **CRCs** are checked for every entry and inner message: a mismatch is `CORRUPT_MESSAGE`.
+- On a compacted topic a message without a key is `INVALID_RECORD`.
+"""
 
 
 def _coordinator() -> str:

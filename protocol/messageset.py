@@ -1,4 +1,4 @@
-"""The message-set codec: message format v1 (read and write) and v0 (read), seed 000 section 5.4.
+"""The message-set codec: message formats v1 and v0 (read and write), seed 000 section 5.4.
 
 One log entry, big-endian, exactly as stored on disk and sent on the wire::
 
@@ -522,23 +522,24 @@ def decode_messages(
 def _open_wrapper_messages(
     wrapper: Entry, ts_type: int, verify_crc: bool, limit: int
 ) -> list[Message]:
+    if not wrapper.magic:  # v0 messages inside, offsets as stored: the general path reads them
+        entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
+        return [Message(e.offset, e.timestamp, 0, e.key, e.value) for e in entries]
     raw = decompress(
         wrapper.codec,
         wrapper.value or b"",
         limit=limit,
         offset=wrapper.offset,
         position=wrapper.position,
-        magic=wrapper.magic,
     )
     inner, whole = _decode_plain(raw, verify_crc)
     if whole != len(raw) or not inner:
-        # Not a clean set of plain v1 messages (or v0 ones): the general path reads them, or
-        # finds and names the problem.
+        # Not a clean set of plain v1 messages: the general path finds and names the problem.
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
         inner = [Message(e.offset, e.timestamp, ts_type, e.key, e.value) for e in entries]
         shift = 0
     else:
-        shift = wrapper.offset - inner[-1].offset if wrapper.magic else 0
+        shift = wrapper.offset - inner[-1].offset
     if not shift and not ts_type:
         return inner
     new = tuple.__new__

@@ -111,8 +111,7 @@ def _v0(offsets: range, codec: int, payload_of: Callable[[bytes], bytes]) -> tup
 def _v1(
     last: int, count: int, codec: int, payload_of: Callable[[bytes], bytes], value_size: int = 0
 ) -> tuple[bytes, Triples]:
-    values = [(b"%d" % i) * max(1, value_size // len(b"%d" % i)) if value_size else b"v1 %d" % i
-              for i in range(count)]
+    values = [bytes([48 + i]) * value_size if value_size else b"v1 %d" % i for i in range(count)]
     keys = [None if i % 2 else b"key-%d" % i for i in range(count)]
     inner = b"".join(
         message(i, keys[i], values[i], timestamp=1_700_000_000_000 + i) for i in range(count)

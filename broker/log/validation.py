@@ -8,9 +8,10 @@ wrapper's inner messages carry absolute offsets: they are renumbered and the set
 (``v0_wrappers``), as Kafka's broker does for magic 0.
 
 Refused, as Kafka refuses them: an empty or partial set, a bad CRC or layout (CORRUPT_MESSAGE);
-a compressed wrapper with a key, with nested compression, with inner messages of another magic
-or, in magic 1, with inner offsets other than 0..n-1 (CORRUPT_MESSAGE); any magic 1 message
-with the LogAppendTime timestamp type, which only the broker sets (INVALID_TIMESTAMP).
+a compressed wrapper with a key, with nested compression, with inner messages of another magic,
+in magic 1 with inner offsets other than 0..n-1, or an lz4 frame of linked blocks, which Kafka's
+reader refuses (CORRUPT_MESSAGE); any magic 1 message with the LogAppendTime timestamp type,
+which only the broker sets (INVALID_TIMESTAMP).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from broker.log.errors import (
     KeylessMessageError,
     ProducerTimestampTypeError,
 )
-from protocol.compression import Codec, decompress
+from protocol.compression import LZ4_FLG_BLOCK_INDEPENDENCE, Codec, decompress
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     CODEC_MASK,
@@ -47,6 +48,7 @@ _OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _TIMESTAMP = struct.Struct(">q")
 _HEADER_V0 = HEADER_V1 - (MIN_SIZE[1] - MIN_SIZE[0])  # a v0 entry has no timestamp
+_LZ4_FLG = 4  # the FLG byte follows the frame's magic number
 
 
 class PreparedAppend(NamedTuple):
@@ -80,15 +82,14 @@ def prepare_append(
     count = len(scan.positions)
     if not count:
         raise InvalidMessageError("the message set is empty")
+    _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
     offsets: Sequence[int]
     if not _any_wrapper(scan.attributes):
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         if keys_required and min(scan.key_lengths) < 0:
             raise KeylessMessageError(_KEYLESS)
         offsets = range(next_offset, next_offset + count)
         data = bytearray(message_set)
     else:
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         # each entry takes the offset of its last message: a wrapper's count of them on
         counts = [
             _count_inner(message_set, scan, i, keys_required)
@@ -180,8 +181,18 @@ def _count_inner(
         raise InvalidMessageError("compressed outer message should not have key", position=position)
     header = HEADER_V1 if magic else _HEADER_V0
     value = message_set[position + header : position + size]
+    codec = Codec(scan.attributes[i] & CODEC_MASK)
+    if (
+        codec is Codec.LZ4
+        and len(value) > _LZ4_FLG
+        and not value[_LZ4_FLG] & LZ4_FLG_BLOCK_INDEPENDENCE
+    ):
+        raise InvalidMessageError(
+            f"lz4 frame with linked blocks (FLG {value[_LZ4_FLG]:#04x}): Kafka's readers accept "
+            "only independent blocks",
+            position=position,
+        )
     if value:  # else null or empty: not a message set either way
-        codec = Codec(scan.attributes[i] & CODEC_MASK)
         try:
             raw = decompress(codec, bytes(value), magic=magic)
         except MessageFormatError:

@@ -9,6 +9,7 @@ import gzip
 from collections.abc import Callable
 from pathlib import Path
 
+import lz4.frame
 import pytest
 
 from broker.log import PartitionLog, compaction, layout
@@ -110,6 +111,14 @@ def test_a_compressed_wrapper_with_a_key_is_refused() -> None:
     error = refused(message(0, b"key", gzip.compress(inner), attributes=GZIP))
     assert error.code is ErrorCode.CORRUPT_MESSAGE
     assert "compressed outer message should not have key" in str(error)
+
+
+def test_an_lz4_frame_of_linked_blocks_is_refused() -> None:
+    """Kafka's reader: "Dependent block stream is unsupported"."""
+    inner = b"".join(message(i, None, b"x" * 30_000) for i in range(3))
+    error = refused(message(2, None, lz4.frame.compress(inner), attributes=LZ4))
+    assert error.code is ErrorCode.CORRUPT_MESSAGE
+    assert "lz4 frame with linked blocks (FLG 0x48)" in str(error)
 
 
 def test_inner_messages_of_another_magic_are_refused() -> None:
@@ -227,3 +236,17 @@ def test_a_magic_0_lz4_set_is_stored_with_kafka_0_9s_header(open_log: OpenLog) -
     (entry,), _ = read_entries(stored(log))
     assert (entry.value or b"")[:7] == b"\x04\x22\x4d\x18\x60\x40\x1a"
     assert compress(Codec.LZ4, b"v", magic=0)[:7] == b"\x04\x22\x4d\x18\x60\x40\x1a"
+
+
+def test_a_follower_copies_a_magic_0_set_with_its_offsets(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    leader.append(encode_message_set([(None, b"first", 0)]))
+    leader.append(encode_message_set([(b"k", b"v0", 0)] * 3, codec=Codec.SNAPPY, magic=0))
+    follower = open_log(tmp_path / "follower" / "t-0")
+    data = stored(leader)
+    result = follower.append_as_follower(data)
+    assert (result.first_offset, result.last_offset) == (0, 3)
+    assert stored(follower) == data
+    assert [m.offset for m in read_set(stored(follower))] == [0, 1, 2, 3]

@@ -63,6 +63,13 @@ def reference_prepare(
                 raise InvalidMessageError(
                     "compressed outer message should not have key", position=entry.position
                 )
+            value = entry.value or b""
+            if entry.codec == 3 and len(value) > 4 and not value[4] & 0x20:
+                raise InvalidMessageError(
+                    f"lz4 frame with linked blocks (FLG {value[4]:#04x}): Kafka's readers "
+                    "accept only independent blocks",
+                    position=entry.position,
+                )
             try:
                 inner = inner_entries(entry)
             except MessageFormatError as exc:
