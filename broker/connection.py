@@ -234,6 +234,9 @@ class Connection:
         except ProtocolError as exc:
             raise _Close(str(exc)) from None
         header = request.header
+        client = CLIENT_CONNECTION.get()
+        if client is not None:  # quotas are per client id
+            client.client_id = header.client_id
         handler = HANDLERS[request.api.key]
         try:
             reply = await handler(self._ctx, request)
