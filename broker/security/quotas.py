@@ -73,8 +73,11 @@ def user_of(principal: str) -> str:
 
 class RateMeter:
     """Bytes per second over the last ``WINDOW_SAMPLES`` samples (Kafka's Rate with
-    SampledStat): a young meter counts a whole window's length, so a first burst is not
-    mistaken for a huge rate."""
+    SampledStat). A young meter's window is at least one sample long, so a first request is
+    not mistaken for a huge rate. (Kafka counts a young window as WINDOW_SAMPLES - 1 samples
+    long: a new client may then send ten seconds of its quota at once, and when that sample
+    expires, again -- a sawtooth whose ten-second averages swing between a tenth of the
+    quota and the quota.)"""
 
     def __init__(self) -> None:
         self._samples: deque[list[float]] = deque()  # [start, bytes]
@@ -91,9 +94,9 @@ class RateMeter:
             self._samples.popleft()
 
     def window(self, now: float) -> float:
-        """The window the rate is over, in seconds (at least WINDOW_SAMPLES - 1 samples)."""
+        """The window the rate is over, in seconds (at least one sample)."""
         elapsed = now - self._samples[0][0] if self._samples else 0.0
-        return max(elapsed, (WINDOW_SAMPLES - 1) * SAMPLE_SECONDS)
+        return max(elapsed, SAMPLE_SECONDS)
 
     def rate(self, now: float) -> float:
         self._expire(now)

@@ -54,23 +54,33 @@ def test_no_quota_never_throttles() -> None:
 def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
     meter = RateMeter()
     quota = 1000.0
-    window = (WINDOW_SAMPLES - 1) * SAMPLE_SECONDS
-    meter.record(int(quota * window), 0.0)  # exactly the quota over a young window
+    meter.record(int(quota * SAMPLE_SECONDS), 0.0)  # exactly the quota over a young window
     assert meter.throttle_ms(quota, 0.0) == 0
-    meter.record(int(quota * window), 0.0)  # twice the quota
-    delay = meter.throttle_ms(quota, 0.0) / 1000
-    assert abs(delay - window) < 0.01  # (rate - quota) / quota * window
+    meter.record(int(quota * SAMPLE_SECONDS), 0.0)  # twice the quota
+    # (rate - quota) / quota * window: then the rate over the longer window is the quota
+    assert meter.throttle_ms(quota, 0.0) == SAMPLE_SECONDS * 1000
+    assert meter.throttle_ms(quota, 2 * SAMPLE_SECONDS) == 0
+    assert meter.rate(2 * SAMPLE_SECONDS) == quota
+
+
+def test_old_samples_leave_the_window() -> None:
+    meter = RateMeter()
+    meter.record(10**6, 0.0)
+    later = WINDOW_SAMPLES * SAMPLE_SECONDS + 0.5
+    meter.record(1, later)
+    assert meter.rate(later) == 1.0  # the one byte over a one-sample window
 
 
 def test_a_client_sending_as_fast_as_allowed_averages_its_quota() -> None:
     """Simulated: each request waits out its throttle time before the next, as a muted
-    connection does; over a minute the rate is the quota."""
+    connection does; every ten seconds of a minute average the quota (no sawtooth)."""
     quotas = ClientQuotas()
-    quotas.replace({canonical({USER: "alice"}): {PRODUCER_BYTE_RATE: 10_000}})
-    now, sent = 0.0, 0
+    quotas.replace({canonical({USER: "alice"}): {PRODUCER_BYTE_RATE: 200_000}})
+    now, sent = 0.0, []
     while now < 60:
-        throttle = quotas.record(PRODUCER_BYTE_RATE, "User:alice", "c", 4_000, now)
-        sent += 4_000
+        throttle = quotas.record(PRODUCER_BYTE_RATE, "User:alice", "c", 16_000, now)
+        sent.append((now, 16_000))
         now += 0.001 + throttle.throttle_ms / 1000
-    rate = sent / now
-    assert 10_000 * 0.9 < rate < 10_000 * 1.25
+    for start in range(0, 50, 5):
+        rate = sum(size for t, size in sent if start <= t < start + 10) / 10
+        assert 200_000 * 0.9 < rate < 200_000 * 1.1, (start, rate)
