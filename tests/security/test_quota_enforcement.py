@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from client.admin import Admin
+from client.consumer import Consumer
 from client.producer import Producer
+from client.records import TopicPartition
 from protocol.apis import ApiKey
 from protocol.messageset import Record, encode_message_set
 from tests.broker.raw import RawClient
@@ -84,3 +86,12 @@ def test_a_consumer_over_its_fetch_quota_is_told_so(
         # held back, not disconnected: the connection serves the next request
         assert raw.request(ApiKey.METADATA, {"topics": ["t"],
                                              "allow_auto_topic_creation": False})["topics"]
+    with Consumer(broker.bootstrap, auto_offset_reset="earliest",
+                  partition_fetch_bytes=50_000) as consumer:
+        consumer.assign([TopicPartition("t", 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 20 and time.monotonic() < deadline:
+            got += consumer.poll(timeout_ms=500)
+        assert len(got) == 20  # slowed, never cut off
+        assert consumer.fetch_throttle_stats.throttled > 0
