@@ -53,10 +53,6 @@ def acl_to_json(acl: AclBinding) -> dict[str, Any]:
             "operation": acl.operation.title, "permission_type": acl.permission.title}
 
 
-def entity_to_json(entity: QuotaEntity) -> dict[str, str | None]:
-    return dict(entity)
-
-
 def quota_values(where: str, values: Any) -> dict[str, int]:
     """The quota keys of a config map (other keys -- SCRAM credentials -- are not ours)."""
     if not isinstance(values, dict):
@@ -126,7 +122,7 @@ class FileSecurityStore:
             values.pop(key, None)
         quotas = {e: v for e, v in quotas.items() if v}
         doc = {"version": 1, "quotas": [
-            {"entity": entity_to_json(e), "values": v} for e, v in quotas.items()]}
+            {"entity": dict(e), "values": v} for e, v in quotas.items()]}
         write_atomically(self._quotas_path, json.dumps(doc, indent=1).encode(), durable=True)
         self._quotas = quotas
 
