@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from broker.security.store import ACLS_FILE, acl_to_json
 from client.consumer import Consumer
 from protocol.acls import (
     CLUSTER_NAME,
@@ -59,11 +60,8 @@ def binding(op: AclOperation, resource_type: ResourceType = TOPIC, name: str = "
 def write_acls(data_dir: Path, *acls: AclBinding) -> None:
     """ACLs in place before the broker first starts (as ``acls.json`` holds them)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / "acls.json").write_text(json.dumps({"version": 1, "acls": [
-        {"resource_type": a.resource_type.title, "pattern_type": a.pattern_type.title,
-         "name": a.resource_name, "principal": a.principal, "host": a.host,
-         "operation": a.operation.title, "permission_type": a.permission.title}
-        for a in acls]}))
+    (data_dir / ACLS_FILE).write_text(json.dumps(
+        {"version": 1, "acls": [acl_to_json(a) for a in acls]}))
 
 
 class Acls:
