@@ -76,7 +76,7 @@ QuotaEntity = Mapping[str, str | None]
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 #: DescribeClientQuotas' match types
-_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_ANY = 0, 1, 2
+_MATCH_EXACT, _MATCH_DEFAULT = 0, 1
 
 
 @dataclass(frozen=True)
