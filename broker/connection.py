@@ -242,6 +242,9 @@ class Connection:
         except ProtocolError as exc:
             raise _Close(str(exc)) from None
         header = request.header
+        client = CLIENT_CONNECTION.get()
+        if client is not None:  # quotas are per client id
+            client.client_id = header.client_id
         metrics = self._ctx.metrics  # when on, its handlers count and time each request
         handler = (HANDLERS if metrics is None else metrics.handlers)[request.api.key]
         try:

@@ -15,6 +15,7 @@ from broker.group_driver import GroupDriver
 if TYPE_CHECKING:
     from broker.cluster.node import ClusterNode
     from broker.metrics import BrokerMetrics
+    from broker.security.policy import SecurityPolicy
 from broker.identity import BrokerIdentity
 from broker.memory_pool import RequestMemoryPool
 from broker.purgatory import FetchPurgatory
@@ -29,6 +30,8 @@ class BrokerContext:
     topics: Topics
     purgatory: FetchPurgatory
     groups: GroupDriver
+    #: ACLs (when authorizer_enabled) and client quotas
+    security: SecurityPolicy = field(kw_only=True)
     port: int = 0  # the port really listened on (known once listening)
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
     cluster: ClusterNode | None = None  # cluster mode (zookeeper_connect set), else None

@@ -36,6 +36,9 @@ from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
+from broker.security.policy import SecurityPolicy
+from broker.security.store import FileSecurityStore, SecurityStore, SecurityStoreError
+from broker.security.zk_store import ZkSecurityStore
 from broker.settings import BrokerSettings
 from broker.topics import Topics, TopicsFileError
 
@@ -258,7 +261,18 @@ async def _run_bound(
                 test_pause_after=settings.coordinator_test_pause_after,
                 test_pause_file=settings.data_path / TEST_PAUSE_FILE,
             )
-            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster)
+            store: SecurityStore = (FileSecurityStore(settings.data_path) if cluster is None
+                                    else ZkSecurityStore(cluster.zoo))
+            security = SecurityPolicy(
+                store, authorizer_enabled=settings.authorizer_enabled,
+                super_users=settings.super_users,
+                allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
+            try:
+                await security.load()
+            except SecurityStoreError as exc:
+                raise StartupError(str(exc)) from exc
+            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
+                                security=security)
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(
@@ -272,6 +286,7 @@ async def _run_bound(
                         raise StartupError(f"metrics_listener {settings.metrics_listener}: "
                                            f"{exc}") from exc
                 await nursery.start(groups.run)
+                nursery.start_soon(security.watch)
 
                 async def serve(*, task_status: trio.TaskStatus[int]) -> None:
                     await server.serve(sockets, task_status=task_status)

@@ -89,6 +89,15 @@ def _log_level(text: str) -> str:
     return word
 
 
+def _principals(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(p.strip() for p in text.split(";") if p.strip()))
+    for name in names:
+        kind, colon, rest = name.partition(":")
+        if not colon or not kind or not rest:
+            raise ValueError(f"{name!r} is not a principal TYPE:NAME (User:alice)")
+    return names
+
+
 #: where ``coordinator_test_pause_after`` may stop the broker (see broker.group_driver)
 TEST_PAUSE_POINTS = ("group_record", "group_record_replicated")
 
@@ -178,6 +187,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metrics_partition_series", "", _bool,
             "Export per-partition series (consumer lag and committed offset per group and "
             "partition); false keeps only per-group sums, bounding the series count."),
+    # authorization (docs/security.md)
+    Setting("authorizer_enabled", "authorizer.class.name (AclAuthorizer)", _bool,
+            "Check every request against the ACLs (Kafka's AclAuthorizer); false: everyone "
+            "may do everything and the ACL APIs answer SECURITY_DISABLED."),
+    Setting("super_users", "super.users", _principals,
+            "Semicolon-separated principals (User:admin;User:broker) that every ACL check "
+            "allows."),
+    Setting("allow_everyone_if_no_acl_found", "allow.everyone.if.no.acl.found", _bool,
+            "Allow a request on a resource that no ACL names at all (false: deny it)."),
     # the group coordinator (coordinator.config.CoordinatorConfig)
     Setting("group_min_session_timeout_ms", "group.min.session.timeout.ms", _int_at_least(1),
             "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT)."),
@@ -280,6 +298,9 @@ class BrokerSettings:
     log_level: str = "info"
     metrics_listener: str | None = None
     metrics_partition_series: bool = True
+    authorizer_enabled: bool = False
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
     group_min_session_timeout_ms: int = _GROUP.group_min_session_timeout_ms
     group_max_session_timeout_ms: int = _GROUP.group_max_session_timeout_ms
     group_initial_rebalance_delay_ms: int = _GROUP.group_initial_rebalance_delay_ms
@@ -413,8 +434,10 @@ def _text(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    if value is None:
+    if value is None or value == ():
         return "unset"
+    if isinstance(value, tuple):
+        return ";".join(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -4,7 +4,7 @@ Imports ``protocol`` only -- never ``broker`` or ``coordinator`` -- so it is exa
 of another machine runs.
 """
 
-from client.admin import Admin, NewTopic
+from client.admin import Admin, ClientQuota, NewTopic
 from client.consumer import Consumer
 from client.errors import (
     BrokerConnectionError,
@@ -25,13 +25,26 @@ from client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from client.producer import Producer
 from client.records import ConsumerRecord, RecordMetadata, TopicPartition
 from client.subscription import ConsumerRebalanceListener
+from protocol.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
     "Admin",
     "BrokerConnectionError",
     "ClientError",
+    "ClientQuota",
     "ClientTimeoutError",
     "CommitFailedError",
     "ConfigError",
@@ -45,9 +58,11 @@ __all__ = [
     "NewTopic",
     "NoBrokersAvailableError",
     "NoOffsetForPartitionError",
+    "PatternType",
     "Producer",
     "RecordMetadata",
     "RecordTooLargeError",
+    "ResourceType",
     "SubscriptionNotValidError",
     "TopicPartition",
     "murmur2",

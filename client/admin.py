@@ -17,8 +17,9 @@ from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicI
 from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
 from client.records import TopicPartition
+from protocol.acls import AclBinding, AclBindingFilter
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ErrorCode, TopicAlreadyExistsError
+from protocol.errors import BrokerError, ErrorCode, TopicAlreadyExistsError, error_for
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,23 @@ class ReplicaLogDir:
     log_end_offset: int
     high_watermark: int
     segments: int
+
+
+#: A quota entity: {"user": "alice"}, {"user": "alice", "client-id": "app"}; a name of None is
+#: the default of its type ({"client-id": None}: every client id without its own quota).
+QuotaEntity = Mapping[str, str | None]
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+#: DescribeClientQuotas' match types
+_MATCH_EXACT, _MATCH_DEFAULT = 0, 1
+
+
+@dataclass(frozen=True)
+class ClientQuota:
+    """The quotas set on one entity (bytes/s by key: producer_byte_rate, consumer_byte_rate)."""
+
+    entity: dict[str, str | None]
+    values: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -349,7 +367,68 @@ class Admin:
             for a in body["apis"]
         ]
 
+    # ------------------------------------------------------------------ ACLs and quotas
+
+    def create_acls(self, acls: Sequence[AclBinding]) -> None:
+        """Add ACLs (needs Alter on the cluster); raises the first failure's typed error."""
+        body = self._ask_any(ApiKey.CREATE_ACLS,
+                             {"creations": [acl.to_wire() for acl in acls]})
+        for acl, result in zip(acls, body["results"], strict=True):
+            if result["error_code"]:
+                raise error_for(result["error_code"], f"{acl}: {result['error_message']}")
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs ``acl_filter`` matches (all by default; needs Describe on the cluster)."""
+        body = self._ask_any(ApiKey.DESCRIBE_ACLS,
+                             {"filter": (acl_filter or AclBindingFilter()).to_wire()})
+        if body["error_code"]:
+            raise error_for(body["error_code"], body["error_message"] or "")
+        return [AclBinding.from_wire(a) for a in body["acls"]]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        """Delete the ACLs the filters match; the deleted ones."""
+        body = self._ask_any(ApiKey.DELETE_ACLS, {"filters": [f.to_wire() for f in filters]})
+        deleted: list[AclBinding] = []
+        for result in body["filter_results"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"] or "")
+            deleted += [AclBinding.from_wire(a) for a in result["matching_acls"]]
+        return list(dict.fromkeys(deleted))
+
+    def describe_client_quotas(self, entity: QuotaEntity | None = None, *,
+                               strict: bool = False) -> list[ClientQuota]:
+        """The quotas set on entities matching ``entity`` (None: every entity; a name of None:
+        the default entity of its type). ``strict``: only entities with no other parts."""
+        components = [
+            {"entity_type": t, "match_type": _MATCH_DEFAULT if n is None else _MATCH_EXACT,
+             "match": n} for t, n in (entity or {}).items()]
+        body = self._ask_any(ApiKey.DESCRIBE_CLIENT_QUOTAS,
+                             {"components": components, "strict": strict})
+        if body["error_code"]:
+            raise error_for(body["error_code"], body["error_message"] or "")
+        return [ClientQuota({e["entity_type"]: e["entity_name"] for e in entry["entity"]},
+                            {v["key"]: v["value"] for v in entry["values"]})
+                for entry in body["entries"]]
+
+    def alter_client_quotas(self, entity: QuotaEntity, set_: Mapping[str, int] | None = None,
+                            remove: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        """Set quotas (bytes/s) on an entity and remove others; raises the typed error."""
+        ops = [{"key": k, "value": v, "remove": False} for k, v in (set_ or {}).items()]
+        ops += [{"key": k, "value": 0, "remove": True} for k in remove]
+        wire_entity = [{"entity_type": t, "entity_name": n} for t, n in entity.items()]
+        body = self._ask_any(ApiKey.ALTER_CLIENT_QUOTAS, {
+            "entries": [{"entity": wire_entity, "ops": ops}], "validate_only": validate_only})
+        for result in body["entries"]:
+            if result["error_code"]:
+                raise error_for(result["error_code"], result["error_message"] or "")
+
     # ----------------------------------------------------------------------------- helpers
+
+    def _ask_any(self, api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_open()
+        node = self._network.least_loaded_node()
+        result: dict[str, Any] = self._network.send(node, api, body).result(self._timeout)
+        return result
 
     def _refresh(self) -> ClusterMetadata:
         self._check_open()

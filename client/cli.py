@@ -24,10 +24,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
 from client.admin import Admin
+from client.cli_acls import add_acls_parser
 from client.cli_args import non_negative_int, positive_int
 from client.cli_cluster import add_cluster_parser
 from client.cli_console import add_console_parser
 from client.cli_groups import add_groups_parser
+from client.cli_quotas import add_quotas_parser
 from client.cli_records import add_records_parser
 from client.cli_signals import Interrupted, StopRequest, signals_interrupt
 from client.consumer import Consumer
@@ -304,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_console_parser(commands, client.get_default("bootstrap"))
     add_cluster_parser(commands, json_flag)
     add_records_parser(commands, [client, json_flag])
+    add_acls_parser(commands, [client, json_flag])
+    add_quotas_parser(commands, [client, json_flag])
     add_demo_parser(commands)
     return parser
 

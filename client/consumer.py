@@ -45,6 +45,7 @@ from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets
 from client.positions import FetchPositions, OffsetReset
 from client.records import ConsumerRecord, TopicPartition
 from client.subscription import ConsumerRebalanceListener, Subscription, SubscriptionKind
+from client.throttle import ThrottleStats
 from protocol.errors import OdradekError
 
 log = logging.getLogger("odradek.consumer")
@@ -213,6 +214,11 @@ class Consumer:
     def state(self) -> ConsumerState:
         """The seed's consumer state (docs/state-machines/consumer.md); Down without a group."""
         return ConsumerState.DOWN if self._group is None else self._group.state
+
+    @property
+    def fetch_throttle_stats(self) -> ThrottleStats:
+        """How long brokers held fetch responses back for this consumer's quota."""
+        return self._fetcher.throttle_stats
 
     @property
     def member_id(self) -> str:

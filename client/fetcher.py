@@ -23,6 +23,7 @@ Per partition, a response may
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
 from client.offsets import EARLIEST, LATEST, list_offsets_body, read_list_offsets
 from client.positions import FetchPositions, OffsetReset
 from client.records import ConsumerRecord, TopicPartition
+from client.throttle import ThrottleStats
 from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
@@ -47,6 +49,9 @@ from protocol.errors import (
 from protocol.messageset import LOG_OVERHEAD, Message, decode_messages
 
 _new = tuple.__new__
+log = logging.getLogger("odradek.consumer")
+#: Fetch v2: the response says how long the broker held it back for the fetch quota
+FETCH_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class Fetcher:
         self._reset_retry_at = 0.0
         self._errors: deque[BaseException] = deque()
         self._backoff = config.retry_backoff_ms / 1000
+        self.throttle_stats = ThrottleStats()
 
     # --------------------------------------------------------------------------- records
 
@@ -173,7 +179,8 @@ class Fetcher:
         }
         self._fetching_nodes.add(node)
         timeout = self._network.request_timeout + config.max_wait_ms / 1000
-        future = self._network.send(node, ApiKey.FETCH, body, timeout=timeout)
+        future = self._network.send(node, ApiKey.FETCH, body, api_version=FETCH_VERSION,
+                                    timeout=timeout)
         future.add_done_callback(partial(self._on_fetch, node, requested))
 
     def _on_fetch(
@@ -188,6 +195,7 @@ class Fetcher:
             else:
                 self._errors.append(error)
             return
+        self.throttle_stats.record(future.value["throttle_time_ms"], log, "fetch")
         for topic in future.value["topics"]:
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition"])

@@ -43,6 +43,7 @@ from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.partitioner import DefaultPartitioner, Partitioner
 from client.records import TopicPartition
+from client.throttle import ThrottleStats
 from protocol.apis import ApiKey
 from protocol.compression import Codec
 from protocol.errors import (
@@ -54,6 +55,8 @@ from protocol.errors import (
 from protocol.messageset import HEADER_V1
 
 log = logging.getLogger("odradek.producer")
+#: Produce v1: the response says how long the broker held it back for the produce quota
+PRODUCE_VERSION = 1
 
 _IO_INTERVAL = 0.001  # send() reads responses at least this often (seconds)
 #: A refused message set that may fit once split (the whole set, or its share of a segment).
@@ -138,6 +141,8 @@ class Producer:
         self._flushing = 0
         self._next_io = 0.0
         self._closed = False
+        #: how long brokers held produce responses back for this client's quota
+        self.throttle_stats = ThrottleStats()
 
     # ------------------------------------------------------------------------------ public
 
@@ -362,6 +367,7 @@ class Producer:
             node,
             ApiKey.PRODUCE,
             body,
+            api_version=PRODUCE_VERSION,
             expect_response=self.acks != 0,
             # The broker itself waits up to timeout_ms for acks=all: leave it room to answer.
             timeout=self._request_timeout_ms / 1000 * 1.25,
@@ -382,6 +388,7 @@ class Producer:
             for batches in drained.values():
                 self._settle_ok(batches, -1)
             return
+        self.throttle_stats.record(future.value["throttle_time_ms"], log, "produce")
         results = {
             (t["name"], p["partition"]): p for t in future.value["topics"] for p in t["partitions"]
         }

@@ -54,6 +54,11 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
 
 
 @dataclass(frozen=True)
@@ -123,8 +128,12 @@ METADATA = Api(
 )
 
 # -------------------------------------------------------------------------------------- Produce
+THROTTLE_TIME_MS = _f(
+    "throttle_time_ms", INT32,
+    "how long the broker delayed this response because the client is over its quota (0 if "
+    "not); the client should not send more in that time", since=1)
 PRODUCE = Api(
-    ApiKey.PRODUCE, "Produce", 0, 0,
+    ApiKey.PRODUCE, "Produce", 0, 1,
     _s("ProduceRequest",
        _f("acks", INT16, "0: no response; 1: leader wrote it; -1: all in-sync replicas have it"),
        _f("timeout_ms", INT32, "how long to wait for acks=-1"),
@@ -139,18 +148,20 @@ PRODUCE = Api(
                                  _f("base_offset", INT64, "offset of the first message, or -1"),
                                  _f("log_append_time", INT64,
                                     "broker time if the topic uses log-append time, else -1"))))))
-       )),
+       ),
+       THROTTLE_TIME_MS),
     "Append message sets to partitions. The broker validates the set and assigns offsets; it "
     "stores magic 1 compressed wrappers as they came and renumbers and recompresses magic 0 "
     "ones (see \"Producing: what the broker checks\" for every rule). With acks=0 no response "
     "is sent. Internal "
     "topics (`__` prefix: `__consumer_offsets`) are written by the broker alone: INVALID_TOPIC "
-    "\"cannot append to internal topic '__consumer_offsets'\".",
+    "\"cannot append to internal topic '__consumer_offsets'\". v1 adds throttle_time_ms "
+    "(produce quotas).",
 )
 
 # ---------------------------------------------------------------------------------------- Fetch
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", 0, 1,
+    ApiKey.FETCH, "Fetch", 0, 2,
     _s("FetchRequest",
        _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas"),
        _f("max_wait_ms", INT32, "long-poll: wait up to this long for min_bytes"),
@@ -177,10 +188,12 @@ FETCH = Api(
                                     "fetch_offset on, with the offset each began at (message "
                                     "format v1 carries none, and a follower that becomes "
                                     "leader must know them); empty for consumers",
-                                    since=1)))))))),
+                                    since=1))))))),
+       _f("throttle_time_ms", INT32, THROTTLE_TIME_MS.doc, since=2)),
     "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their "
     "broker id as replica_id and read up to the log end; consumers read up to the high "
-    "watermark. v1 adds the leader epochs a follower records.",
+    "watermark. v1 adds the leader epochs a follower records; v2 adds throttle_time_ms "
+    "(fetch quotas).",
 )
 
 # ---------------------------------------------------------------------------------- ListOffsets
@@ -611,6 +624,97 @@ ALTER_PARTITION_REASSIGNMENTS = Api(
     "removed. The answer comes when the move has started; Metadata shows its end.",
 )
 
+# ------------------------------------------------------------------------------------------ ACLs
+ACL_BINDING_FIELDS = (
+    _f("resource_type", INT8, "2: Topic, 3: Group, 4: Cluster"),
+    _f("resource_name", STRING, "a topic or group name, `*` for all; the cluster is "
+       "`kafka-cluster`"),
+    _f("pattern_type", INT8, "3: Literal, 4: Prefixed (the name is a prefix)"),
+    _f("principal", STRING, "`User:alice`; `User:*` for every principal"),
+    _f("host", STRING, "the client's address; `*` for any"),
+    _f("operation", INT8, "2: All, 3: Read, 4: Write, 5: Create, 6: Delete, 7: Alter, "
+       "8: Describe, 9: ClusterAction, 10: DescribeConfigs, 11: AlterConfigs"),
+    _f("permission_type", INT8, "2: Deny, 3: Allow"),
+)
+ACL_BINDING = _s("AclBinding", *ACL_BINDING_FIELDS)
+ACL_FILTER = _s(
+    "AclBindingFilter",
+    _f("resource_type", INT8, "1: Any, else as in AclBinding"),
+    _f("resource_name", NSTRING, "null for any"),
+    _f("pattern_type", INT8, "1: Any, 2: Match (every ACL that applies to resource_name: "
+       "literal, `*` or prefix), 3: Literal, 4: Prefixed"),
+    _f("principal", NSTRING, "null for any"),
+    _f("host", NSTRING, "null for any"),
+    _f("operation", INT8, "1: Any, else as in AclBinding"),
+    _f("permission_type", INT8, "1: Any, else as in AclBinding"),
+)
+DESCRIBE_ACLS = Api(
+    ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 0,
+    _s("DescribeAclsRequest", _f("filter", ACL_FILTER)),
+    _s("DescribeAclsResponse", ERROR_CODE, ERROR_MESSAGE, _f("acls", Array(ACL_BINDING))),
+    "The ACLs a filter matches. SECURITY_DISABLED when the broker has no authorizer.",
+)
+CREATE_ACLS = Api(
+    ApiKey.CREATE_ACLS, "CreateAcls", 0, 0,
+    _s("CreateAclsRequest", _f("creations", Array(ACL_BINDING))),
+    _s("CreateAclsResponse",
+       _f("results", Array(_s("AclCreationResult", ERROR_CODE, ERROR_MESSAGE)),
+          "one per creation, in order")),
+    "Add ACLs (adding one that exists changes nothing). Every broker of a cluster enforces "
+    "them within moments (ZooKeeper's change notification). An invalid binding: "
+    "INVALID_REQUEST in its result.",
+)
+DELETE_ACLS = Api(
+    ApiKey.DELETE_ACLS, "DeleteAcls", 0, 0,
+    _s("DeleteAclsRequest", _f("filters", Array(ACL_FILTER))),
+    _s("DeleteAclsResponse",
+       _f("filter_results", Array(_s("DeleteAclsFilterResult", ERROR_CODE, ERROR_MESSAGE,
+                                     _f("matching_acls", Array(ACL_BINDING),
+                                        "the ACLs it deleted"))),
+          "one per filter, in order")),
+    "Delete every ACL each filter matches.",
+)
+
+# -------------------------------------------------------------------------------- client quotas
+QUOTA_ENTITY = Array(_s("EntityData",
+                        _f("entity_type", STRING, "`user` or `client-id`"),
+                        _f("entity_name", NSTRING, "null: the default entity of the type")))
+DESCRIBE_CLIENT_QUOTAS = Api(
+    ApiKey.DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 0,
+    _s("DescribeClientQuotasRequest",
+       _f("components", Array(_s("ComponentData",
+                                 _f("entity_type", STRING, "`user` or `client-id`"),
+                                 _f("match_type", INT8,
+                                    "0: exactly `match`, 1: the default entity, 2: any"),
+                                 _f("match", NSTRING)))),
+       _f("strict", Bool(), "only entities with no other component than those named")),
+    _s("DescribeClientQuotasResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("entries", Array(_s("QuotaEntry", _f("entity", QUOTA_ENTITY),
+                              _f("values", Array(_s("QuotaValue", _f("key", STRING),
+                                                    _f("value", INT64)))))))),
+    "The quotas set for the entities the components match (Kafka's kafka-configs "
+    "--describe --entity-type users/clients).",
+)
+ALTER_CLIENT_QUOTAS = Api(
+    ApiKey.ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 0,
+    _s("AlterClientQuotasRequest",
+       _f("entries", Array(_s("AlterQuotaEntry", _f("entity", QUOTA_ENTITY),
+                              _f("ops", Array(_s(
+                                  "QuotaOp",
+                                  _f("key", STRING,
+                                     "`producer_byte_rate` or `consumer_byte_rate` (bytes/s)"),
+                                  _f("value", INT64, "the new quota, at least 1"),
+                                  _f("remove", Bool(), "delete the quota (value ignored)"))))))),
+       _f("validate_only", Bool())),
+    _s("AlterClientQuotasResponse",
+       _f("entries", Array(_s("AlterQuotaResult", ERROR_CODE, ERROR_MESSAGE,
+                              _f("entity", QUOTA_ENTITY))))),
+    "Set or remove produce and fetch byte-rate quotas of users, client ids, or both together; "
+    "an entity named null is the default of its type. Kafka's precedence picks a client's "
+    "quota: user+client-id, user+default client-id, user, default user+client-id, default "
+    "user+default client-id, default user, client-id, default client-id.",
+)
+
 REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
@@ -621,7 +725,8 @@ REGISTRY: dict[ApiKey, Api] = {
         LEADER_AND_ISR,
         UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
         OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_CONFIGS,
-        INCREMENTAL_ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
+        DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

@@ -55,6 +55,9 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     INVALID_COMMIT_OFFSET_SIZE = 28
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
@@ -64,6 +67,7 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    SECURITY_DISABLED = 54
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
@@ -177,6 +181,22 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ),
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: _i(
         "", False, "The offset commit request was too large to write."
+    ),
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: _i(
+        "", False, "The principal may not do this to the topic (no ACL allows it, or one "
+        "denies it); nothing was done."
+    ),
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: _i(
+        "", False, "The principal may not do this to the group (no ACL allows it, or one "
+        "denies it); nothing was done."
+    ),
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: _i(
+        "", False, "The principal may not do this to the cluster (no ACL allows it, or one "
+        "denies it); nothing was done."
+    ),
+    ErrorCode.SECURITY_DISABLED: _i(
+        "", False, "The broker runs without an authorizer (authorizer_enabled is false): it "
+        "keeps no ACLs."
     ),
     ErrorCode.INVALID_TIMESTAMP: _i(
         "", False,
@@ -395,6 +415,22 @@ class RebalanceInProgressError(BrokerError):
 
 class InvalidCommitOffsetSizeError(BrokerError):
     code = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+
+
+class TopicAuthorizationFailedError(BrokerError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailedError(BrokerError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class SecurityDisabledError(BrokerError):
+    code = ErrorCode.SECURITY_DISABLED
 
 
 class UnsupportedVersionError(BrokerError):

@@ -21,6 +21,9 @@ tell a format it does not know. Paths are relative to the chroot given in ``zook
     /config/changes/config_change_<seq>            {"version":1,"topics":[..]} (configs changed)
     /isr_change_notification/isr_change_<seq>      {"version":1,"partitions":[{"topic":..,
                                                     "partition":..}]}
+
+ACLs and client quotas (``/kafka-acl...``, ``/config/users``, ``/config/clients``) are laid out
+in ``broker.security.zk_store``.
 """
 
 from __future__ import annotations

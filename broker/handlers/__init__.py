@@ -13,12 +13,14 @@ from typing import Any
 from broker.context import BrokerContext
 from broker.frames import WithFileSlices
 from broker.handlers import (
+    acls,
     cluster,
     fetch,
     groups,
     list_offsets,
     metadata,
     produce,
+    quotas,
     records,
     topics,
 )
@@ -50,6 +52,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ELECT_LEADERS: cluster.elect_leaders,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: cluster.offsets_for_leader_epoch,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

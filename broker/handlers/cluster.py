@@ -12,11 +12,26 @@ from typing import Any
 
 from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
-from protocol.errors import ErrorCode, InvalidRequestError, StaleControllerEpochError
+from protocol.acls import CLUSTER_NAME, ResourceType
+from protocol.errors import (
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    InvalidRequestError,
+    StaleControllerEpochError,
+)
 from protocol.wire import Request
 
 
-def _node(ctx: BrokerContext) -> ClusterNode:
+def _check_cluster(ctx: BrokerContext, request: Request) -> None:
+    """With an authorizer: what ``API_ACLS`` lists on the cluster (ClusterAction for the
+    requests between brokers, Alter for elections and reassignments)."""
+    if not ctx.security.allowed(request.api.key, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ClusterAuthorizationFailedError(
+            f"{request.api.name} is not allowed to this principal on the cluster")
+
+
+def _node(ctx: BrokerContext, request: Request) -> ClusterNode:
+    _check_cluster(ctx, request)
     if ctx.cluster is None:
         raise StaleControllerEpochError(
             f"broker {ctx.broker_id} runs without zookeeper_connect and takes no controller "
@@ -25,18 +40,19 @@ def _node(ctx: BrokerContext) -> ClusterNode:
 
 
 async def leader_and_isr(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return await _node(ctx).leader_and_isr(request.body)
+    return await _node(ctx, request).leader_and_isr(request.body)
 
 
 async def update_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return await _node(ctx).update_metadata(request.body)
+    return await _node(ctx, request).update_metadata(request.body)
 
 
 async def stop_replica(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return await _node(ctx).stop_replica(request.body)
+    return await _node(ctx, request).stop_replica(request.body)
 
 
 async def controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    _check_cluster(ctx, request)
     if ctx.cluster is None:
         raise InvalidRequestError(
             f"broker {ctx.broker_id} runs without zookeeper_connect: there is no controller")
@@ -44,6 +60,7 @@ async def controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str,
 
 
 async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    _check_cluster(ctx, request)
     if ctx.cluster is None:  # a single broker leads everything: nothing to elect
         return {"error_code": 0, "error_message": None, "elected": []}
     wanted = request.body["topic_partitions"]
@@ -55,10 +72,11 @@ async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 
 async def offsets_for_leader_epoch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return _node(ctx).offsets_for_leader_epoch(request.body)
+    return _node(ctx, request).offsets_for_leader_epoch(request.body)
 
 
 async def alter_partition_reassignments(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    _check_cluster(ctx, request)
     wanted = [((t["name"], p["partition"]), p["replicas"])
               for t in request.body["topics"] for p in t["partitions"]]
     if ctx.cluster is None:

@@ -8,6 +8,11 @@ whole ``max_bytes`` even past that bound, so that a response always makes progre
 When fewer than ``min_bytes`` are available and no partition has an error, the fetch parks
 until an append to one of its partitions, its ``max_wait_ms``, or shutdown, then reads again;
 or until its client closes the connection, which ends the fetch at once.
+
+With an authorizer, a consumer's fetch needs Read on each topic (TOPIC_AUTHORIZATION_FAILED in
+the partitions of the others) and a follower's ClusterAction on the cluster. A consumer's
+fetched bytes count against its fetch quota: over it, the response (v2: with
+``throttle_time_ms``) is held back, and the connection with it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from broker.context import CLIENT_CONNECTION, BrokerContext
 from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult
-from protocol.errors import BrokerError, ErrorCode
+from broker.security.quotas import CONSUMER_BYTE_RATE
+from protocol.acls import CLUSTER_NAME, ResourceType
+from protocol.apis import ApiKey
+from protocol.errors import BrokerError, ClusterAuthorizationFailedError, ErrorCode
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -31,23 +39,38 @@ NO_DATA = ReadResult(None, 0, 0, -1)
 
 async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFileSlices:
     body = request.body
+    version = request.header.api_version
+    replica_id = body["replica_id"]
+    if replica_id >= 0:
+        if not ctx.security.allowed(ApiKey.FETCH, ResourceType.CLUSTER, CLUSTER_NAME):
+            raise ClusterAuthorizationFailedError(
+                f"replica fetch from broker {replica_id} needs ClusterAction on the cluster")
+        denied: set[str] = set()
+    else:
+        denied = {t["name"] for t in body["topics"]
+                  if not ctx.security.allowed(ApiKey.FETCH, ResourceType.TOPIC, t["name"])}
     deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
     partitions = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     while True:
         topics, available, failed = _read(ctx, body["topics"], max(0, body["max_bytes"]),
-                                          body["replica_id"], request.header.api_version)
+                                          replica_id, version, denied)
         if (
             available >= body["min_bytes"]
             or failed
             or ctx.stopping
             or trio.current_time() >= deadline
         ):
-            return _response(topics)
+            break
         log.debug("fetch.parked", partitions=len(partitions), available=available)
         if await _park(ctx, partitions, deadline):
             # nobody is left to answer: release the fetch now rather than at max_wait_ms
             log.debug("fetch.released", reason="peer closed")
-            return _response(topics)
+            break
+    throttle_ms = 0 if replica_id >= 0 else ctx.security.record_bytes(
+        CONSUMER_BYTE_RATE, available)
+    if throttle_ms:
+        await trio.sleep(throttle_ms / 1000)
+    return _response(topics, throttle_ms if version >= 2 else None)
 
 
 async def _park(ctx: BrokerContext, partitions: list[tuple[str, int]], deadline: float) -> bool:
@@ -71,22 +94,26 @@ async def _park(ctx: BrokerContext, partitions: list[tuple[str, int]], deadline:
     return closed
 
 
-def _response(topics: list[dict[str, Any]]) -> dict[str, Any] | WithFileSlices:
+def _response(topics: list[dict[str, Any]], throttle_ms: int | None
+              ) -> dict[str, Any] | WithFileSlices:
     """The body, with large reads left as file slices for sendfile and small ones as bytes."""
     slices = False
     for entry in topics:
         for partition in entry["partitions"]:
             partition["records"] = sendable(partition["records"])
             slices = slices or isinstance(partition["records"], ReadResult)
-    body = {"topics": topics}
+    body: dict[str, Any] = {"topics": topics}
+    if throttle_ms is not None:
+        body["throttle_time_ms"] = throttle_ms
     return WithFileSlices(body) if slices else body
 
 
 def _read(
     ctx: BrokerContext, topics: list[dict[str, Any]], budget: int, replica_id: int = -1,
-    version: int = 0,
+    version: int = 0, denied: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[list[dict[str, Any]], int, bool]:
-    """Read every partition once: (response topics, bytes available, whether any failed)."""
+    """Read every partition once: (response topics, bytes available, whether any failed).
+    The partitions of ``denied`` topics are answered TOPIC_AUTHORIZATION_FAILED unread."""
     available = 0
     failed = False
     out = []
@@ -97,8 +124,11 @@ def _read(
             limit = p["max_bytes"]
             if available and limit > 0:  # the first partition with data may exceed the budget
                 limit = min(limit, max(0, budget - available))
-            result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit,
-                                     replica_id)
+            if name in denied:
+                result = _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            else:
+                result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit,
+                                         replica_id)
             if version >= 1:
                 result["leader_epochs"] = _epochs_from(ctx, name, p["partition"],
                                                        p["fetch_offset"], replica_id)

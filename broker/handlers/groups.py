@@ -8,7 +8,10 @@ from typing import Any
 
 from broker.cluster.node import ClusterNode
 from broker.context import CLIENT_CONNECTION, BrokerContext
+from broker.handlers.group_authorization import authorized
 from coordinator import OFFSETS_TOPIC
+from protocol.acls import ResourceType
+from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode
 from protocol.schema import for_version
 from protocol.wire import Request
@@ -21,6 +24,9 @@ async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, An
     group_id = request.body["group_id"]
     if not group_id:
         return _no_coordinator(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+    if not ctx.security.allowed(ApiKey.FIND_COORDINATOR, ResourceType.GROUP, group_id):
+        return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                               f"not authorized to describe group {group_id!r}")
     if ctx.cluster is not None:
         return await _cluster_coordinator(ctx, ctx.cluster, group_id)
     if not ctx.groups.coordinates(group_id):
@@ -61,13 +67,17 @@ async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
     DeleteGroups and OffsetDelete: the coordinator's answer."""
     client = CLIENT_CONNECTION.get()
-    answer = await ctx.groups.request(
-        request.api.key,
-        request.body,
-        client_id=request.header.client_id or "",
-        client_host="" if client is None else client.host,
-        connection=None if client is None else client.id,
-    )
+
+    async def ask(body: dict[str, Any]) -> dict[str, Any]:
+        return await ctx.groups.request(
+            request.api.key,
+            body,
+            client_id=request.header.client_id or "",
+            client_host="" if client is None else client.host,
+            connection=None if client is None else client.id,
+        )
+
+    answer = await authorized(ctx, request.api.key, request.body, ask)
     version = request.header.api_version
     if version < request.api.max_version:
         # the coordinator answers in the newest version (DescribeGroups v1's state_since_ms);

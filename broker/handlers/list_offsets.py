@@ -1,5 +1,6 @@
 """ListOffsets: the earliest offset (-2), the latest (-1, the high watermark), or the first
-offset whose timestamp is at or after a given time."""
+offset whose timestamp is at or after a given time. With an authorizer, each topic needs
+Describe (else TOPIC_AUTHORIZATION_FAILED in its partitions)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import structlog
 
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
-from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from protocol.acls import ResourceType
+from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKey
 from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
@@ -23,6 +25,8 @@ async def list_offsets(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 "name": t["name"],
                 "partitions": [
                     _lookup(ctx, t["name"], p["partition"], p["timestamp"])
+                    if ctx.security.allowed(ApiKey.LIST_OFFSETS, ResourceType.TOPIC, t["name"])
+                    else _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     for p in t["partitions"]
                 ],
             }

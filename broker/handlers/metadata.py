@@ -7,7 +7,8 @@ from typing import Any
 from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
 from broker.topics import Topic, check_topic_name, is_internal
-from protocol.apis import REGISTRY
+from protocol.acls import ResourceType
+from protocol.apis import REGISTRY, ApiKey
 from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
@@ -34,18 +35,35 @@ def supported_apis(error_code: ErrorCode) -> dict[str, Any]:
     }
 
 
+def _describable(ctx: BrokerContext, name: str) -> bool:
+    return ctx.security.allowed(ApiKey.METADATA, ResourceType.TOPIC, name)
+
+
+def _refused(ctx: BrokerContext, name: str, exists: bool, requested: bool) -> bool:
+    """With an authorizer, a topic named in the request is answered TOPIC_AUTHORIZATION_FAILED
+    when the principal may not Describe it, or (missing, to be auto-created) not Create it."""
+    if not _describable(ctx, name):
+        return True
+    return (not exists and requested and ctx.settings.auto_create_topics_enable
+            and not ctx.security.may_create_topic(ApiKey.METADATA, name))
+
+
 async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     """Topics named in the request (all of them for null), auto-created when both the request
-    and the broker allow it."""
+    and the broker allow it. With an authorizer, only topics the principal may Describe."""
     names: list[str] | None = request.body["topics"]
     requested = request.body["allow_auto_topic_creation"]
     if ctx.cluster is not None:
         return await _cluster_metadata(ctx, ctx.cluster, names, requested)
     if names is None:
-        described = [_topic_metadata(ctx, topic) for topic in ctx.topics.all()]
+        described = [_topic_metadata(ctx, topic) for topic in ctx.topics.all()
+                     if _describable(ctx, topic.name)]
     else:
         described = []
         for name in dict.fromkeys(names):  # each once, in the order asked
+            if _refused(ctx, name, ctx.topics.get(name) is not None, requested):
+                described.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 topic = ctx.topics.get_or_auto_create(name, requested=requested)
             except BrokerError as exc:
@@ -71,6 +89,11 @@ async def _cluster_metadata(
     described = []
     for name in sorted(cache.partitions) if names is None else dict.fromkeys(names):
         parts = cache.partitions.get(name)
+        if names is None and not _describable(ctx, name):
+            continue
+        if names is not None and _refused(ctx, name, parts is not None, requested):
+            described.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if parts is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             try:

@@ -7,6 +7,11 @@ partition's high watermark passes the batch (or its timeout_ms: REQUEST_TIMED_OU
 refused before anything is written while the ISR is smaller than min_insync_replicas. Internal
 topics (``__consumer_offsets``) are written by the broker's coordinator alone: a client's
 produce to one gets INVALID_TOPIC.
+
+With an authorizer, a topic the principal may not Write gets TOPIC_AUTHORIZATION_FAILED in each
+of its partitions, and nothing is written to it. The request's record bytes count against the
+client's produce quota: over it, the response (v1: with ``throttle_time_ms``) is held back --
+and, since a connection's requests are read one at a time, so is the client.
 """
 
 from __future__ import annotations
@@ -19,8 +24,18 @@ import trio
 from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
+from broker.security.quotas import PRODUCER_BYTE_RATE
 from broker.topics import refuse_internal
-from protocol.errors import BrokerError, ErrorCode, InvalidRequiredAcksError, MessageFormatError
+from protocol.acls import ResourceType
+from protocol.apis import ApiKey
+from protocol.errors import (
+    BrokerError,
+    ErrorCode,
+    InvalidRequiredAcksError,
+    MessageFormatError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -39,7 +54,15 @@ async def produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None
     for entry in results:
         for result in entry["partitions"]:
             result.pop("last_offset", None)
-    return None if acks == 0 else {"topics": results}
+    size = sum(len(p["records"]) for t in request.body["topics"] for p in t["partitions"])
+    throttle_ms = ctx.security.record_bytes(PRODUCER_BYTE_RATE, size)
+    if throttle_ms:
+        await trio.sleep(throttle_ms / 1000)
+    if acks == 0:
+        return None
+    if request.header.api_version >= 1:
+        return {"topics": results, "throttle_time_ms": throttle_ms}
+    return {"topics": results}
 
 
 async def _await_replication(
@@ -64,8 +87,15 @@ def _append_topic(ctx: BrokerContext, entry: dict[str, Any], acks: int) -> list[
     try:
         if acks not in VALID_ACKS:
             raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, got {acks}")
+        if not ctx.security.allowed(ApiKey.PRODUCE, ResourceType.TOPIC, name):
+            raise TopicAuthorizationFailedError(f"not authorized to write to topic {name!r}")
         refuse_internal(name, "append to")
         if ctx.cluster is None:
+            if ctx.topics.get(name) is None and not ctx.security.may_create_topic(
+                    ApiKey.PRODUCE, name):
+                raise UnknownTopicOrPartitionError(
+                    f"topic {name!r} does not exist (and creating it needs Create on the "
+                    "cluster or the topic)")
             ctx.topics.get_or_auto_create(name)
     except BrokerError as exc:
         return [_result(p["partition"], exc.code, str(exc)) for p in entry["partitions"]]

@@ -14,7 +14,15 @@ import structlog
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.topics import refuse_internal
-from protocol.errors import BrokerError, ErrorCode, OffsetOutOfRangeError
+from protocol.acls import CLUSTER_NAME, ResourceType
+from protocol.apis import ApiKey
+from protocol.errors import (
+    BrokerError,
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    TopicAuthorizationFailedError,
+)
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -39,6 +47,9 @@ async def delete_records(ctx: BrokerContext, request: Request) -> dict[str, Any]
 
 def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int) -> dict[str, Any]:
     try:
+        if not ctx.security.allowed(ApiKey.DELETE_RECORDS, ResourceType.TOPIC, topic):
+            raise TopicAuthorizationFailedError(
+                f"not authorized to delete records of topic {topic!r}")
         refuse_internal(topic, "delete records of")
         if ctx.cluster is not None:
             ctx.cluster.check_leader(topic, partition)
@@ -75,6 +86,8 @@ def _deleted(partition: int, code: ErrorCode, message: str | None) -> dict[str, 
 
 
 async def describe_log_dirs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    if not ctx.security.allowed(ApiKey.DESCRIBE_LOG_DIRS, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ClusterAuthorizationFailedError("DescribeLogDirs needs Describe on the cluster")
     wanted = request.body["topics"]
     wanted_set = None if wanted is None else set(wanted)
     manager = ctx.topics.logs

@@ -6,6 +6,10 @@ through ZooKeeper and the controller (``ctx.cluster``); a single broker makes th
 Internal topics cannot be deleted by clients (INVALID_TOPIC): deleting ``__consumer_offsets``
 would lose every group and its committed offsets at the next start. Nor can their configs be
 altered (the coordinator relies on ``__consumer_offsets`` being compacted).
+
+With an authorizer each topic needs what ``API_ACLS`` lists (Create on the cluster or the topic,
+Delete, Alter, DescribeConfigs, AlterConfigs); a topic without it gets
+TOPIC_AUTHORIZATION_FAILED and is left as it was.
 """
 
 from __future__ import annotations
@@ -17,15 +21,23 @@ from broker.cluster.placement import PlacementError, check_assignment
 from broker.context import BrokerContext
 from broker.topics import config_aliases, refuse_internal
 from broker.topics import describe_configs as describe_topic_configs
+from protocol.acls import ResourceType
+from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
     ErrorCode,
     InvalidConfigError,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
+    TopicAuthorizationFailedError,
     error_class,
 )
 from protocol.wire import Request
+
+
+def _authorize(ctx: BrokerContext, api: ApiKey, name: str, what: str) -> None:
+    if not ctx.security.allowed(api, ResourceType.TOPIC, name):
+        raise TopicAuthorizationFailedError(f"not authorized to {what} topic {name!r}")
 
 
 async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
@@ -38,6 +50,10 @@ async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, "topic named more than once"))
             continue
         try:
+            if not ctx.security.may_create_topic(ApiKey.CREATE_TOPICS, name):
+                raise TopicAuthorizationFailedError(
+                    f"not authorized to create topic {name!r} (needs Create on the cluster or "
+                    "the topic)")
             partitions, rf = entry["num_partitions"], entry["replication_factor"]
             assignment = _explicit_assignment(entry)
             if assignment is not None:
@@ -83,6 +99,7 @@ async def delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     results = []
     for name in dict.fromkeys(request.body["topic_names"]):
         try:
+            _authorize(ctx, ApiKey.DELETE_TOPICS, name, "delete")
             refuse_internal(name, "delete")
             if ctx.cluster is not None:
                 await ctx.cluster.delete_topic(name, timeout_ms=request.body["timeout_ms"])
@@ -103,6 +120,7 @@ async def create_partitions(ctx: BrokerContext, request: Request) -> dict[str, A
     for entry in request.body["topics"]:
         name = entry["name"]
         try:
+            _authorize(ctx, ApiKey.CREATE_PARTITIONS, name, "add partitions to")
             refuse_internal(name, "add partitions to")
             if ctx.cluster is not None:
                 await ctx.cluster.create_partitions(
@@ -140,6 +158,11 @@ async def describe_configs(ctx: BrokerContext, request: Request) -> dict[str, An
                           error_message=f"resource type {entry['resource_type']} has no "
                           f"configs here; only topics ({RESOURCE_TOPIC}) do")
             continue
+        if not ctx.security.allowed(ApiKey.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          error_message=f"not authorized to describe the configs of topic "
+                          f"{name!r}")
+            continue
         topic = (ctx.cluster.cache if ctx.cluster is not None else ctx.topics).get(name)
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -162,6 +185,7 @@ async def incremental_alter_configs(ctx: BrokerContext, request: Request) -> dic
                 raise InvalidRequestError(
                     f"resource type {entry['resource_type']} has no configs here; only "
                     f"topics ({RESOURCE_TOPIC}) do")
+            _authorize(ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, name, "alter the configs of")
             refuse_internal(name, "alter configs of")
             set_, delete = _config_operations(name, entry["configs"])
             if ctx.cluster is not None:

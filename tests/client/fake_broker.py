@@ -137,7 +137,8 @@ class FakeBroker:
                 if answer is None:
                     answer = self._handle(request)
             if answer is not None and answer is not SILENT:
-                conn.sendall(encode_response(request.header.correlation_id, answer))
+                conn.sendall(encode_response(request.header.correlation_id,
+                                             _with_throttle_time(request, answer)))
 
     def _drop(self, conn: socket.socket) -> None:
         self._selector.unregister(conn)
@@ -262,4 +263,20 @@ def produce_error(code: ErrorCode) -> Callable[[Request], dict[str, Any]]:
             ]
         }
 
+    return answer
+
+
+def _with_throttle_time(request: Request, answer: dict[str, Any]) -> dict[str, Any]:
+    """Produce v1 and Fetch v2 answers say how long they were throttled (never, here); Fetch
+    v1+ answers carry leader epochs (none to a consumer)."""
+    version = request.header.api_version
+    key = request.header.api_key
+    if "topics" not in answer:
+        return answer
+    if key == ApiKey.FETCH:
+        for topic in answer["topics"]:
+            for partition in topic["partitions"]:
+                partition.setdefault("leader_epochs", [])
+    if (key == ApiKey.PRODUCE and version >= 1) or (key == ApiKey.FETCH and version >= 2):
+        return {"throttle_time_ms": 0, **answer}
     return answer

@@ -1,0 +1,32 @@
+"""docs/security-authorization.md's tables are the ones made from API_ACLS, and every odradek
+command is in the command table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from client.cli import build_parser
+from protocol.acl_docs import CLI_APIS, api_acl_table, cli_acl_table
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security-authorization.md"
+
+
+def test_the_doc_holds_the_generated_tables() -> None:
+    text = DOC.read_text()
+    assert api_acl_table() in text
+    assert cli_acl_table() in text
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
+    found: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = _commands(sub, f"{prefix}{name} ")
+                found |= inner or {f"{prefix}{name}"}
+    return found
+
+
+def test_every_command_says_what_it_needs() -> None:
+    assert _commands(build_parser()) == set(CLI_APIS) - {"consume --group"}
