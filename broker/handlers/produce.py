@@ -20,7 +20,7 @@ from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.topics import refuse_internal
-from protocol.errors import BrokerError, ErrorCode, InvalidRequiredAcksError, MessageFormatError
+from protocol.errors import BrokerError, ErrorCode, InvalidRequiredAcksError
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -98,9 +98,7 @@ def _append(
         else:
             log.info("produce.rejected", topic=topic, partition=partition, error=code.name,
                      reason=str(exc))
-        # a format error names the offset and byte position; the partition completes it
-        message = f"{topic}-{partition}: {exc}" if isinstance(exc, MessageFormatError) else str(exc)
-        return _result(partition, code, message)
+        return _result(partition, code, f"{topic}-{partition}: {exc}")
     ctx.purgatory.appended(topic, partition)
     if ctx.metrics is not None:
         ctx.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
