@@ -140,8 +140,8 @@ PRODUCE = Api(
                                  _f("log_append_time", INT64,
                                     "broker time if the topic uses log-append time, else -1"))))))
        )),
-    "Append message sets to partitions. The broker validates CRCs and assigns offsets; it "
-    "stores compressed wrappers as they came. With acks=0 no response is sent. Internal "
+    "Append message sets to partitions. The broker validates the format and assigns offsets; "
+    "it stores magic 1 compressed wrappers as they came. With acks=0 no response is sent. Internal "
     "topics (`__` prefix: `__consumer_offsets`) are written by the broker alone: INVALID_TOPIC "
     "\"cannot append to internal topic '__consumer_offsets'\".",
 )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from coordinator.group_state import STATE_DESCRIPTIONS, GroupState
 from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
-from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, decompress
+from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, compress, decompress
 from protocol.errors import ErrorCode
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, encode_frame
 from protocol.messageset import (
@@ -241,6 +241,29 @@ def _api_section(api: Api) -> str:
     return "\n".join(out)
 
 
+def _produce_notes() -> str:
+    corrupt = f"{ErrorCode.CORRUPT_MESSAGE.name} ({int(ErrorCode.CORRUPT_MESSAGE)})"
+    timestamp = f"{ErrorCode.INVALID_TIMESTAMP.name} ({int(ErrorCode.INVALID_TIMESTAMP)})"
+    return f"""
+What the broker takes from a partition's `records` (see [Message format](#message-format) and
+[Compression](#compression)):
+
+- The `offset` fields of the top-level entries are ignored: write 0 (or anything). The broker
+  gives the first message the partition's log end offset and each entry the offset of its last
+  message; `base_offset` in the answer is the first one.
+- v1 and v0 entries are both accepted and stored in the format they came in. A magic 1 wrapper's
+  inner offsets must be 0..n-1; a magic 0 wrapper's are rewritten to the absolute offsets and the
+  set recompressed.
+- The whole set is refused, and nothing of it written, with {corrupt} when it is empty, ends in a
+  partial entry, has a bad CRC or layout, or holds a compressed wrapper with a key, with nested
+  compression, with inner messages of another magic or (magic 1) with inner offsets other than
+  0..n-1; and with {timestamp} when any v1 message -- top-level or inner -- sets the
+  LogAppendTime timestamp type (attributes bit 3), which only the broker sets (for a topic whose
+  `message_timestamp_type` is LogAppendTime). The `error_message` names the topic and partition
+  and, when one entry is at fault, its byte position in `records`.
+"""
+
+
 def _api_versions_notes() -> str:
     code = ErrorCode.UNSUPPORTED_VERSION
     return f"""
@@ -337,6 +360,7 @@ between them). A group the coordinator does not know is described with `error_co
 
 
 _API_NOTES = {
+    ApiKey.PRODUCE: _produce_notes,
     ApiKey.API_VERSIONS: _api_versions_notes,
     ApiKey.FETCH: _fetch_notes,
     ApiKey.JOIN_GROUP: _join_group_notes,
@@ -384,8 +408,9 @@ def _message_format() -> str:
 ## Message format
 
 `records` fields (Produce requests, Fetch responses) hold a **message set**: entries one after
-another, no count and no padding. Each entry is a message in format v1 (written by odradek) or v0
-(read only). All integers are big-endian.
+another, no count and no padding. Each entry is a message in format v1 or v0 (the older one,
+without a timestamp). odradek's clients write v1; the broker accepts both and stores each entry
+in the format it came in. All integers are big-endian.
 
 {_table(("field", "bytes", "meaning"), [
     ("offset", "8 (int64)", "the message's offset in its partition (a wrapper: see Compression)"),
@@ -469,42 +494,88 @@ def _compression() -> str:
         (e.offset, f"{wrapper.offset} - {last} + {e.offset} = {o.offset}", _show(o.value))
         for e, o in zip(inner, opened, strict=True)
     ]
+    v0 = read_entries(
+        encode_message_set(records, codec=Codec.GZIP, base_offset=100, magic=0)
+    )[0][0]
+    v0_rows = [(e.offset, _show(e.value)) for e in open_wrapper(v0)]
+    snappy = compress(Codec.SNAPPY, b"hello hello hello")
+    lz4_v1 = compress(Codec.LZ4, b"hello", magic=1)
+    lz4_v0 = compress(Codec.LZ4, b"hello", magic=0)
     codecs = {
         Codec.GZIP: "gzip (RFC 1952), one member, nothing after it",
-        Codec.SNAPPY: "snappy raw block format: a varint of the uncompressed length, then the "
-        "block (not the xerial framing some Kafka clients use)",
-        Codec.LZ4: "LZ4 frame format (lz4.org frame spec, with its magic number and checksums)",
+        Codec.SNAPPY: "snappy in the xerial stream framing Kafka's Java producer writes (always "
+        "written so); a single raw snappy block is read too",
+        Codec.LZ4: "one LZ4 frame (lz4.org frame spec) of independent blocks; in magic 0 the "
+        "header checksum of Kafka 0.8/0.9 (see below)",
     }
     return f"""
 ## Compression
 
 A compressed batch is one **wrapper** entry whose `value` is a whole inner message set,
 compressed with the codec in the wrapper's `attributes` (bits 0-2, mask `0x{CODEC_MASK:02x}`). The
-producer compresses, the broker stores the wrapper as it came (it validates CRCs and assigns
-offsets but never recompresses), and only the consumer decompresses.
+producer compresses and only the consumer decompresses. The broker opens a wrapper to check it
+and count its messages; it stores a magic 1 wrapper as it came, and recompresses a magic 0 one
+to give its inner messages their offsets (below), as Kafka's broker does.
 
 {_table(("codec", "attributes bits 0-2", "payload format"),
         [(c.name.lower(), int(c), codecs[c]) for c in codecs])}
-- The wrapper is a v1 message with a null key. Its timestamp is the largest inner timestamp with
-  create time; with log-append time (attributes bit 3, `0x{TIMESTAMP_TYPE_BIT:02x}`) the broker
-  sets it, and it stands for every inner message.
-- Inner messages are plain (codec 0; nested compression is an error) v1 messages with
-  **relative offsets** 0, 1, ..., n-1. The wrapper's `offset` is the absolute offset of the
-  **last** inner message, so the broker assigns offsets by rewriting only the wrapper's 8-byte
-  offset field, which the CRC does not cover.
-- A reader computes each inner message's absolute offset as
-  `wrapper.offset - last_inner.offset + inner.offset`. The same formula reads v0 wrappers, whose
-  inner offsets are already absolute (then `wrapper.offset == last_inner.offset`).
-- A wrapper occupies as many offsets as it holds messages; a fetch from an offset inside a wrapper
-  returns the whole wrapper, and the consumer skips the inner messages before the offset it asked
-  for.
+- The wrapper has a null key (a key is refused) and the wrapper's magic; its inner messages are
+  plain (codec 0; nested compression is an error) and of the wrapper's magic too. A v1 wrapper's
+  timestamp is the largest inner timestamp with create time; with log-append time (attributes
+  bit 3, `0x{TIMESTAMP_TYPE_BIT:02x}`) the broker sets it, and it stands for every inner message.
+- The wrapper's `offset` is the absolute offset of its **last** inner message, and a wrapper
+  occupies as many offsets as it holds messages. A fetch from an offset inside a wrapper returns
+  the whole wrapper, and the consumer skips the inner messages before the offset it asked for.
 - A payload that cannot be decompressed, holds a partial or empty inner set, or expands beyond
   {_mib(DEFAULT_MAX_DECOMPRESSED_BYTES)} is malformed.
 
-Example: three messages produced with gzip and stored at offsets 40-42. The wrapper's own offset
-is {wrapper.offset}; inside it:
+### Inner offsets: magic 1 relative, magic 0 absolute
 
-{_table(("inner offset", "absolute offset", "value"), rows)}"""
+**Magic 1** (Kafka's KIP-31): the producer numbers the inner messages with **relative offsets**
+0, 1, ..., n-1 (anything else is refused), and a reader computes each one's absolute offset as
+`wrapper.offset - last_inner.offset + inner.offset`. The broker assigns offsets by rewriting only
+the wrapper's 8-byte offset field, which the CRC does not cover. Example: three messages produced
+with gzip and stored at offsets 40-42. The wrapper's own offset is {wrapper.offset}; inside it:
+
+{_table(("inner offset", "absolute offset", "value"), rows)}
+**Magic 0**: the inner messages carry their **absolute offsets**, and a reader takes them as
+stored. The broker assigns them by rewriting every inner offset and recompressing the set with
+the same codec. Example: the same three messages produced as a v0 gzip set and stored at offsets
+100-102: the wrapper's offset is {v0.offset} and the inner offsets, read as stored, are
+
+{_table(("inner offset", "value"), v0_rows)}
+(the magic 1 formula gives the same numbers, since the wrapper's offset is its last message's).
+
+### snappy: the xerial framing
+
+Kafka's Java producer writes snappy through snappy-java's stream: the 8 bytes `82 53 4e 41 50 50
+59 00` (`\\x82SNAPPY\\x00`), a big-endian int32 version (1) and compatible version (1), then
+blocks of at most 32 KiB of input, each a big-endian int32 length and a raw snappy block (a
+varint of the uncompressed length, then the compressed data). odradek writes this framing; it
+reads it and, told apart by the first 8 bytes, a payload that is one raw snappy block. Example:
+`hello hello hello` framed:
+
+```
+{_hexdump(snappy)}
+```
+
+### lz4: independent blocks, and the magic 0 header checksum
+
+The payload is one LZ4 frame of independent blocks of at most 64 KiB: FLG `0x60` (version 01,
+block independence, no block or content checksum, no content size) and BD `0x40` (64 KiB blocks),
+as Kafka's own writer; Kafka's reader refuses linked blocks ("Dependent block stream is
+unsupported"), so they are never written. The header checksum (HC, the byte after BD) is byte 1 of
+xxHash32 (seed 0) over FLG and BD. In **magic 0** it is the one Kafka 0.8/0.9 wrote, over the
+4-byte magic number too (KAFKA-3160): odradek writes it so in magic 0 wrappers and reads either
+there; magic 1 uses and requires the correct one. Example: `hello` in magic 1, then in magic 0
+(only HC, the 7th byte, differs):
+
+```
+{_hexdump(lz4_v1)}
+```
+```
+{_hexdump(lz4_v0)}
+```"""
 
 
 def _coordinator() -> str:
