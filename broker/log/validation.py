@@ -80,15 +80,14 @@ def prepare_append(
     count = len(scan.positions)
     if not count:
         raise InvalidMessageError("the message set is empty")
+    _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
     offsets: Sequence[int]
     if not _any_wrapper(scan.attributes):
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         if keys_required and min(scan.key_lengths) < 0:
             raise KeylessMessageError(_KEYLESS)
         offsets = range(next_offset, next_offset + count)
         data = bytearray(message_set)
     else:
-        _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
         # each entry takes the offset of its last message: a wrapper's count of them on
         counts = [
             _count_inner(message_set, scan, i, keys_required)
