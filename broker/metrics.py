@@ -389,27 +389,33 @@ async def serve_metrics(
 
 
 async def _answer(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
-    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape)."""
+    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape). A scraper
+    that drops its connection is logged and forgotten: an error escaping here would end the
+    listener's nursery, and the broker with it."""
     async with stream:
-        head = b""
-        with trio.move_on_after(HEAD_TIMEOUT_S):
-            while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
-                data = await stream.receive_some(MAX_HEAD_BYTES)
-                if not data:
-                    break
-                head += data
-        method, _, rest = head.partition(b" ")
-        path = rest.partition(b" ")[0].partition(b"?")[0]
-        if method != b"GET":
-            status, body, kind = "405 Method Not Allowed", b"GET only\n", "text/plain"
-        elif path in (b"/metrics", b"/"):
-            status, body, kind = "200 OK", metrics.exposition(), CONTENT_TYPE_LATEST
-        else:
-            status, body, kind = "404 Not Found", b"see /metrics\n", "text/plain"
-        response = (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}"
-                    "\r\nConnection: close\r\n\r\n").encode() + body
         try:
-            with trio.move_on_after(HEAD_TIMEOUT_S):
-                await stream.send_all(response)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            await _exchange(metrics, stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            log.info("metrics.connection_broken", reason=str(exc))
+
+
+async def _exchange(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
+    head = b""
+    with trio.move_on_after(HEAD_TIMEOUT_S):
+        while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
+            data = await stream.receive_some(MAX_HEAD_BYTES)
+            if not data:
+                break
+            head += data
+    method, _, rest = head.partition(b" ")
+    path = rest.partition(b" ")[0].partition(b"?")[0]
+    if method != b"GET":
+        status, body, kind = "405 Method Not Allowed", b"GET only\n", "text/plain"
+    elif path in (b"/metrics", b"/"):
+        status, body, kind = "200 OK", metrics.exposition(), CONTENT_TYPE_LATEST
+    else:
+        status, body, kind = "404 Not Found", b"see /metrics\n", "text/plain"
+    response = (f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}"
+                "\r\nConnection: close\r\n\r\n").encode() + body
+    with trio.move_on_after(HEAD_TIMEOUT_S):
+        await stream.send_all(response)

@@ -51,10 +51,14 @@ def cmd_console(args: argparse.Namespace, output: Output) -> int:
     from client.console_data import ConsoleData
 
     host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or int(port) > 65535:
         output.note(f"odradek console: --listen {args.listen!r} is not HOST:PORT")
         return 2
-    sock = socket.create_server((host.strip("[]"), int(port)))
+    try:
+        sock = socket.create_server((host.strip("[]"), int(port)))
+    except OSError as exc:
+        output.note(f"odradek console: cannot listen on --listen {args.listen}: {exc}")
+        return 1
     bound = sock.getsockname()
     output.out.write(f"odradek console on http://{host}:{bound[1]}/ (read-only, no login)\n")
     output.out.flush()

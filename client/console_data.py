@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from client.cluster_health import cluster_health
 from client.group_admin import GroupAdmin
-from client.group_view import GroupSnapshot, GroupView, member_name
+from client.group_view import GroupView, member_name, total_lag
 from client.offsets import EARLIEST, LATEST
 from client.records import TopicPartition
 from protocol.errors import (
@@ -131,7 +131,7 @@ class ConsoleData:
                     "group": group.group_id, "state": group.state,
                     "generation": group.generation, "members": len(group.members),
                     "coordinator": group.coordinator.node_id,
-                    "lag": sum(p.lag or 0 for p in lag),
+                    "lag": total_lag(lag),
                 })
             return out
 
@@ -152,12 +152,13 @@ class ConsoleData:
                 raise ConsoleUnavailable(snapshot.error)
             return view
 
-        view = self._call(ask)
-        assert view.snapshot is not None
-        return group_json(view.snapshot, view)
+        return group_json(self._call(ask))
 
 
-def group_json(snapshot: GroupSnapshot, view: GroupView) -> dict[str, Any]:
+def group_json(view: GroupView) -> dict[str, Any]:
+    """The group page's JSON: the view's newest snapshot and its timeline."""
+    snapshot = view.snapshot
+    assert snapshot is not None, "poll() first"
     group = snapshot.group
     out: dict[str, Any] = {
         "group": snapshot.group_id, "exists": group is not None, "state": snapshot.state,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from client.group_admin import GroupAdmin, GroupDescription, PartitionLag
@@ -62,7 +63,12 @@ class GroupSnapshot:
 
     @property
     def total_lag(self) -> int:
-        return sum(p.lag or 0 for p in self.lag)
+        return total_lag(self.lag)
+
+
+def total_lag(lags: Iterable[PartitionLag]) -> int:
+    """A group's lag over its partitions (those without a commit or a log end count 0)."""
+    return sum(p.lag or 0 for p in lags)
 
 
 def member_name(group_id: str, member_id: str) -> str:

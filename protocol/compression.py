@@ -143,7 +143,6 @@ def _snappy_block(data: bytes, limit: int) -> bytes:
 # --- lz4 ------------------------------------------------------------------------------------
 
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
-LZ4_FLG_BLOCK_INDEPENDENCE = 0x20
 _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_FLG_DICT_ID = 0x01
 _LZ4_HC_POSITION = 6  # of the header checksum, in the frames written here (no optional fields)
@@ -158,7 +157,7 @@ def _lz4_compress(data: bytes, magic: int) -> bytes:
         return_bytearray=magic == 0,
     )
     if magic == 0:
-        frame[_LZ4_HC_POSITION] = kafka_3160_checksum(frame[:_LZ4_HC_POSITION])
+        frame[_LZ4_HC_POSITION] = lz4_header_checksum(frame[:_LZ4_HC_POSITION])  # KAFKA-3160
     return bytes(frame)
 
 
@@ -184,20 +183,16 @@ def _with_correct_checksum(frame: bytes) -> bytes:
     flg = frame[4]
     at = _LZ4_HC_POSITION + (8 if flg & _LZ4_FLG_CONTENT_SIZE else 0)
     at += 4 if flg & _LZ4_FLG_DICT_ID else 0
-    if len(frame) <= at or frame[at] != kafka_3160_checksum(frame[:at]):
+    if len(frame) <= at or frame[at] != lz4_header_checksum(frame[:at]):  # KAFKA-3160's?
         return frame
     return frame[:at] + bytes((lz4_header_checksum(frame[4:at]),)) + frame[at + 1 :]
 
 
-def lz4_header_checksum(descriptor: bytes | bytearray) -> int:
-    """The LZ4 frame header checksum: byte 1 of xxHash32 (seed 0) over FLG..the last optional
-    field."""
-    return (xxh32(descriptor) >> 8) & 0xFF
-
-
-def kafka_3160_checksum(header: bytes | bytearray) -> int:
-    """The header checksum Kafka 0.8/0.9 wrote: the same hash, but over the magic number too."""
-    return (xxh32(header) >> 8) & 0xFF
+def lz4_header_checksum(data: bytes | bytearray) -> int:
+    """Byte 1 of xxHash32 (seed 0) over ``data``: the LZ4 frame header checksum over FLG..the
+    last optional field, or the one Kafka 0.8/0.9 wrote (KAFKA-3160) over the magic number too,
+    that is over the header from its first byte."""
+    return (xxh32(data) >> 8) & 0xFF
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393

@@ -177,17 +177,22 @@ def test_unknown_files_and_missing_files(
     assert "No such file" in capsys.readouterr().err
 
 
-def test_runs_as_a_module(tmp_path: Path) -> None:
-    path, _ = build_segment(tmp_path)
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` with this checkout's code, its output captured."""
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-m", "broker.log.dump", str(path), "--json"],
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
         cwd=root,
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
+
+
+def test_runs_as_a_module(tmp_path: Path) -> None:
+    path, _ = build_segment(tmp_path)
+    done = run_module("broker.log.dump", str(path), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["messages"] == 6
 
@@ -210,15 +215,7 @@ def test_deep_on_kafkas_compressed_sets(tmp_path: Path, capsys: pytest.CaptureFi
     ]
     assert all(m["valid"] for e in entries for m in e["inner"])
     assert records[-1]["messages"] == 15 and records[-1]["damage"] is None
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(  # as `odradek log dump --deep` runs it
-        [sys.executable, "-m", "client.cli", "log", "dump", "--deep", str(path)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
+    done = run_module("client.cli", "log", "dump", "--deep", str(path))  # `odradek log dump`
     assert done.returncode == 0, done.stderr
     inner = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("  | ")]
     assert inner == [str(o) for o in range(97, 112)]

@@ -4,6 +4,7 @@ Prometheus text format (read back with prometheus_client's parser)."""
 from __future__ import annotations
 
 import socket
+import struct
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from protocol.messageset import Record, encode_message_set
 from tests.broker.raw import RawClient, fetch_body
 from tests.broker_process import BrokerProcess, BrokerStartError
 from tests.coordinator_broker.members import Member, wait_for
-from tests.observability.support import sample, scrape, start_with_metrics
+from tests.observability.support import metrics_port, sample, scrape, start_with_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -158,3 +159,18 @@ def test_purgatories_count_what_waits(make_broker: Callable[..., BrokerProcess])
         first.join()
         second.finish_join()
         assert purgatory("Rebalance") == 0
+
+
+def test_a_scraper_resetting_its_connection_leaves_the_broker_serving(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker, url = start_with_metrics(make_broker)
+    port = metrics_port(broker.log_text())
+    assert port is not None
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as scraper:
+        scraper.sendall(b"GET /metr")  # a head cut short, then a reset (RST, not FIN)
+        scraper.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    wait_for(lambda: "metrics.connection_broken" in broker.log_text() or not broker.running,
+             what="the reset seen by the metrics listener")
+    assert broker.running, broker.log_text()
+    assert sample(scrape(url), "odradek_controller_activecontrollercount") == 1

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from coordinator.group_state import GroupState
 from protocol.apis import REGISTRY
+from protocol.compression import Codec, decompress
 from protocol.docs import DOC_PATH, main, render
 from protocol.errors import ErrorCode
 from protocol.messageset import Message, decode_messages
@@ -43,11 +44,18 @@ def test_every_api_field_and_error_code_is_documented() -> None:
         assert f"| {int(code)} | {code.name} | {code.info.seed_name} |" in text
 
 
+def _dumps(text: str) -> list[bytes]:
+    """The bytes of each hex dump block in ``text``."""
+    return [
+        bytes.fromhex("".join(re.sub(r"^[0-9a-f]{4}  ", "", line) for line in dump.splitlines()))
+        for dump in re.findall(r"```\n((?:[0-9a-f]{4}  .*\n)+)```", text)
+    ]
+
+
 def test_worked_hex_example_decodes_to_what_the_text_says() -> None:
     text = render()
     section = text[text.index("### Worked example (v1)"):text.index("### Worked example (v0)")]
-    dump = section[section.index("```\n") + 4 : section.rindex("```")]
-    raw = bytes.fromhex("".join(re.sub(r"^[0-9a-f]{4}  ", "", line) for line in dump.splitlines()))
+    (raw,) = _dumps(section)
     assert decode_messages(raw) == ([Message(41, 1_700_000_000_000, 0, b"k1", b"hello")], len(raw))
 
 
@@ -74,3 +82,19 @@ def test_each_protocol_rule_of_the_api_sections_is_stated() -> None:
         assert words in join
     assert "UNKNOWN_MEMBER_ID for every partition" in section("OffsetCommit")
     assert "may be null (as in Kafka)" in text
+    produce = section("Produce")
+    for words in ("fields of the top-level entries are ignored", "v1 and v0 entries are both "
+                  "accepted", "CORRUPT_MESSAGE (2) when it is empty", "INVALID_TIMESTAMP (32)"):
+        assert words in produce
+
+
+def test_the_compression_examples_decompress_as_the_text_says() -> None:
+    text = render()
+    snappy = text[text.index("### snappy: the xerial framing"):text.index("### lz4:")]
+    lz4 = text[text.index("### lz4:"):text.index("## Finding a group's coordinator")]
+    (framed,) = _dumps(snappy)
+    assert framed.startswith(b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01")
+    assert decompress(Codec.SNAPPY, framed) == b"hello hello hello"
+    v1, v0 = _dumps(lz4)
+    assert v1[4:7] == b"\x60\x40\x82" and v0[4:7] == b"\x60\x40\x1a"  # FLG, BD, HC
+    assert decompress(Codec.LZ4, v1, magic=1) == decompress(Codec.LZ4, v0, magic=0) == b"hello"
