@@ -150,10 +150,9 @@ PRODUCE = Api(
                                     "broker time if the topic uses log-append time, else -1"))))))
        ),
        THROTTLE_TIME_MS),
-    "Append message sets to partitions. The broker validates the set and assigns offsets; it "
-    "stores magic 1 compressed wrappers as they came and renumbers and recompresses magic 0 "
-    "ones (see \"Producing: what the broker checks\" for every rule). With acks=0 no response "
-    "is sent. Internal "
+    "Append message sets to partitions. The broker validates the format and assigns offsets; "
+    "it stores magic 1 compressed wrappers as they came and renumbers and recompresses magic 0 "
+    "ones (the rules follow the table). With acks=0 no response is sent. Internal "
     "topics (`__` prefix: `__consumer_offsets`) are written by the broker alone: INVALID_TOPIC "
     "\"cannot append to internal topic '__consumer_offsets'\". v1 adds throttle_time_ms "
     "(produce quotas).",

@@ -143,6 +143,7 @@ def _snappy_block(data: bytes, limit: int) -> bytes:
 # --- lz4 ------------------------------------------------------------------------------------
 
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_FLG_BLOCK_INDEPENDENCE = 0x20  # Kafka's readers refuse frames without it
 _LZ4_FLG_CONTENT_SIZE = 0x08
 _LZ4_FLG_DICT_ID = 0x01
 _LZ4_HC_POSITION = 6  # of the header checksum, in the frames written here (no optional fields)

@@ -49,7 +49,6 @@ def render() -> str:
         _error_table(),
         _message_format(),
         _compression(),
-        _producing(),
         _coordinator(),
         _partitioner(),
     ]
@@ -242,6 +241,29 @@ def _api_section(api: Api) -> str:
     return "\n".join(out)
 
 
+def _produce_notes() -> str:
+    corrupt = f"{ErrorCode.CORRUPT_MESSAGE.name} ({int(ErrorCode.CORRUPT_MESSAGE)})"
+    timestamp = f"{ErrorCode.INVALID_TIMESTAMP.name} ({int(ErrorCode.INVALID_TIMESTAMP)})"
+    return f"""
+What the broker takes from a partition's `records` (see [Message format](#message-format) and
+[Compression](#compression)):
+
+- The `offset` fields of the top-level entries are ignored: write 0 (or anything). The broker
+  gives the first message the partition's log end offset and each entry the offset of its last
+  message; `base_offset` in the answer is the first one.
+- v1 and v0 entries are both accepted and stored in the format they came in. A magic 1 wrapper's
+  inner offsets must be 0..n-1; a magic 0 wrapper's are rewritten to the absolute offsets and the
+  set recompressed.
+- The whole set is refused, and nothing of it written, with {corrupt} when it is empty, ends in a
+  partial entry, has a bad CRC or layout, or holds a compressed wrapper with a key, with nested
+  compression, with inner messages of another magic or (magic 1) with inner offsets other than
+  0..n-1; and with {timestamp} when any v1 message -- top-level or inner -- sets the
+  LogAppendTime timestamp type (attributes bit 3), which only the broker sets (for a topic whose
+  `message_timestamp_type` is LogAppendTime). The `error_message` names the topic and partition
+  and, when one entry is at fault, its byte position in `records`.
+"""
+
+
 def _api_versions_notes() -> str:
     code = ErrorCode.UNSUPPORTED_VERSION
     return f"""
@@ -338,6 +360,7 @@ between them). A group the coordinator does not know is described with `error_co
 
 
 _API_NOTES = {
+    ApiKey.PRODUCE: _produce_notes,
     ApiKey.API_VERSIONS: _api_versions_notes,
     ApiKey.FETCH: _fetch_notes,
     ApiKey.JOIN_GROUP: _join_group_notes,
@@ -385,9 +408,9 @@ def _message_format() -> str:
 ## Message format
 
 `records` fields (Produce requests, Fetch responses) hold a **message set**: entries one after
-another, no count and no padding. Each entry is a message in format v1 (magic 1, what odradek's
-clients write) or v0 (magic 0, Kafka 0.8/0.9's format): Produce accepts both and stores each
-entry in the magic it came in, so a reader must read both. All integers are big-endian.
+another, no count and no padding. Each entry is a message in format v1 or v0 (the older one,
+without a timestamp). odradek's clients write v1; the broker accepts both and stores each entry
+in the format it came in. All integers are big-endian.
 
 {_table(("field", "bytes", "meaning"), [
     ("offset", "8 (int64)", "the message's offset in its partition (a wrapper: see Compression)"),
@@ -471,148 +494,90 @@ def _compression() -> str:
         (e.offset, f"{wrapper.offset} - {last} + {e.offset} = {o.offset}", _show(o.value))
         for e, o in zip(inner, opened, strict=True)
     ]
-    v0 = read_entries(encode_message_set(records, codec=Codec.GZIP, base_offset=100, magic=0))
-    v0_wrapper = v0[0][0]
-    v0_inner = read_entries(decompress(Codec.GZIP, v0_wrapper.value or b"", magic=0))[0]
-    v0_rows = [(e.offset, e.offset, _show(e.value)) for e in v0_inner]
-    snappy = compress(Codec.SNAPPY, _INNER_EXAMPLE)
-    lz4_frame = compress(Codec.LZ4, _INNER_EXAMPLE)
+    v0 = read_entries(
+        encode_message_set(records, codec=Codec.GZIP, base_offset=100, magic=0)
+    )[0][0]
+    v0_rows = [(e.offset, _show(e.value)) for e in open_wrapper(v0)]
+    snappy = compress(Codec.SNAPPY, b"hello hello hello")
+    lz4_v1 = compress(Codec.LZ4, b"hello", magic=1)
+    lz4_v0 = compress(Codec.LZ4, b"hello", magic=0)
     codecs = {
         Codec.GZIP: "gzip (RFC 1952), one member, nothing after it",
-        Codec.SNAPPY: "snappy in the xerial framing Kafka's Java producer writes (below); "
-        "a payload without the framing's magic bytes is read as one raw snappy block",
-        Codec.LZ4: "one LZ4 frame (lz4.org frame format) of independent blocks (below)",
+        Codec.SNAPPY: "snappy in the xerial stream framing Kafka's Java producer writes (always "
+        "written so); a single raw snappy block is read too",
+        Codec.LZ4: "one LZ4 frame (lz4.org frame spec) of independent blocks; in magic 0 the "
+        "header checksum of Kafka 0.8/0.9 (see below)",
     }
     return f"""
 ## Compression
 
 A compressed batch is one **wrapper** entry whose `value` is a whole inner message set,
 compressed with the codec in the wrapper's `attributes` (bits 0-2, mask `0x{CODEC_MASK:02x}`). The
-producer compresses and only the consumer decompresses; the broker opens a wrapper to check it,
-stores a magic 1 wrapper as it came and rewrites a magic 0 one (below).
+producer compresses and only the consumer decompresses. The broker opens a wrapper to check it
+and count its messages; it stores a magic 1 wrapper as it came, and recompresses a magic 0 one
+to give its inner messages their offsets (below), as Kafka's broker does.
 
 {_table(("codec", "attributes bits 0-2", "payload format"),
         [(c.name.lower(), int(c), codecs[c]) for c in codecs])}
-- The wrapper has a null key and the magic of its inner messages. In v1 its timestamp is the
-  largest inner timestamp with create time; with log-append time (attributes bit 3,
-  `0x{TIMESTAMP_TYPE_BIT:02x}`, set by the broker only) the broker sets it, and it stands for
-  every inner message.
-- Inner messages are plain (codec 0; nested compression is an error). The wrapper's `offset` is
-  the absolute offset of its **last** inner message, and it occupies as many offsets as it holds
-  messages; a fetch from an offset inside a wrapper returns the whole wrapper, and the consumer
-  skips the inner messages before the offset it asked for.
+- The wrapper has a null key (a key is refused) and the wrapper's magic; its inner messages are
+  plain (codec 0; nested compression is an error) and of the wrapper's magic too. A v1 wrapper's
+  timestamp is the largest inner timestamp with create time; with log-append time (attributes
+  bit 3, `0x{TIMESTAMP_TYPE_BIT:02x}`) the broker sets it, and it stands for every inner message.
+- The wrapper's `offset` is the absolute offset of its **last** inner message, and a wrapper
+  occupies as many offsets as it holds messages. A fetch from an offset inside a wrapper returns
+  the whole wrapper, and the consumer skips the inner messages before the offset it asked for.
 - A payload that cannot be decompressed, holds a partial or empty inner set, or expands beyond
   {_mib(DEFAULT_MAX_DECOMPRESSED_BYTES)} is malformed.
 
 ### Inner offsets: magic 1 relative, magic 0 absolute
 
-- **Magic 1** (Kafka's KIP-31): inner offsets are **relative**, 0, 1, ..., n-1. A reader computes
-  each absolute offset as `wrapper.offset - last_inner.offset + inner.offset`. The broker assigns
-  offsets by rewriting only the wrapper's 8-byte offset field, which the CRC does not cover; it
-  never recompresses a magic 1 wrapper.
-- **Magic 0**: inner offsets are **absolute** and a reader takes them as stored (the wrapper's
-  offset equals the last of them). The broker assigns them by rewriting every inner offset and
-  recompressing the set with the same codec, as Kafka's broker does for magic 0.
-
-Example (magic 1): three messages produced with gzip and stored at offsets 40-42. The wrapper's
-own offset is {wrapper.offset}; inside it:
+**Magic 1** (Kafka's KIP-31): the producer numbers the inner messages with **relative offsets**
+0, 1, ..., n-1 (anything else is refused), and a reader computes each one's absolute offset as
+`wrapper.offset - last_inner.offset + inner.offset`. The broker assigns offsets by rewriting only
+the wrapper's 8-byte offset field, which the CRC does not cover. Example: three messages produced
+with gzip and stored at offsets 40-42. The wrapper's own offset is {wrapper.offset}; inside it:
 
 {_table(("inner offset", "absolute offset", "value"), rows)}
-Example (magic 0): the same three messages as a v0 gzip set stored at offsets 100-102. Whatever
-inner offsets the producer wrote (Kafka's producers write 0, 1, 2), the stored set holds:
+**Magic 0**: the inner messages carry their **absolute offsets**, and a reader takes them as
+stored. The broker assigns them by rewriting every inner offset and recompressing the set with
+the same codec. Example: the same three messages produced as a v0 gzip set and stored at offsets
+100-102: the wrapper's offset is {v0.offset} and the inner offsets, read as stored, are
 
-{_table(("inner offset (as stored)", "absolute offset", "value"), v0_rows)}
-and its wrapper's offset is {v0_wrapper.offset}. Had the broker kept the producer's 0, 1, 2,
-Kafka's readers -- which take magic 0 inner offsets as stored -- would read offsets 0, 1, 2.
+{_table(("inner offset", "value"), v0_rows)}
+(the magic 1 formula gives the same numbers, since the wrapper's offset is its last message's).
 
-### Snappy: the xerial framing
+### snappy: the xerial framing
 
-What Kafka's Java producer (snappy-java's `SnappyOutputStream`) writes, and what odradek writes;
-there is no setting for raw blocks, since every Kafka reader reads this framing:
-
-{_XERIAL_TABLE}
-Example: the payload for an inner set of {len(_INNER_EXAMPLE)} bytes (one message, value
-`"hello"`) starts
-
-```
-{_hexdump(snappy[:24])}
-```
-
-that is the magic, version 1, compatible version 1, the block's length
-{int.from_bytes(snappy[16:20], "big")}, then the block, whose first byte `{snappy[20]:02x}` is the
-varint {len(_INNER_EXAMPLE)}. A payload that does not start with the magic is one raw snappy
-block (as older writers sent).
-
-### LZ4: independent blocks
-
-One frame in the lz4.org frame format, as Kafka's `KafkaLZ4BlockOutputStream` writes it: magic
-`04 22 4d 18`, FLG `60` (version 01, bit 5 **block independence** set, no checksums, no content
-size), BD `40` (blocks of at most 64 KiB), the header checksum HC, then blocks (a little-endian
-uint32 size, its high bit set for a block stored uncompressed, then the bytes) and an end mark
-`00 00 00 00`. Kafka's reader refuses a frame whose blocks are linked (FLG bit 5 clear, e.g.
-`48`: "Dependent block stream is unsupported"), so the broker refuses one at Produce; sets over
-64 KiB are where the difference shows.
-
-- HC is byte 1 (bits 8-15) of xxHash32 (seed 0) over FLG and BD, so a magic 1 frame starts
-  `{_hex(_lz4_header(1))}`.
-- Magic 0 frames carry the checksum Kafka 0.8/0.9 computed (KAFKA-3160: over the magic number
-  too), so they start `{_hex(_lz4_header(0))}`. Readers accept either checksum in magic 0 and
-  only the correct one in magic 1; odradek writes the old one in magic 0, as Kafka 0.9 did.
-
-Example: the magic 1 payload for the same {len(_INNER_EXAMPLE)}-byte inner set: the header,
-one block of {int.from_bytes(lz4_frame[7:11], "little")} compressed bytes (size
-`{_hex(lz4_frame[7:11])}`, high bit clear), then the end mark:
+Kafka's Java producer writes snappy through snappy-java's stream: the 8 bytes `82 53 4e 41 50 50
+59 00` (`\\x82SNAPPY\\x00`), a big-endian int32 version (1) and compatible version (1), then
+blocks of at most 32 KiB of input, each a big-endian int32 length and a raw snappy block (a
+varint of the uncompressed length, then the compressed data). odradek writes this framing; it
+reads it and, told apart by the first 8 bytes, a payload that is one raw snappy block. Example:
+`hello hello hello` framed:
 
 ```
-{_hexdump(lz4_frame)}
+{_hexdump(snappy)}
 ```
-"""
 
+### lz4: independent blocks, and the magic 0 header checksum
 
-_INNER_EXAMPLE = encode_message_set([(None, b"hello", 1_000)])
-_XERIAL_TABLE = _table(("bytes", "field"), [
-    ("8", "magic `82 53 4e 41 50 50 59 00` (`\\x82SNAPPY\\x00`)"),
-    ("4 (int32)", "version: 1"),
-    ("4 (int32)", "compatible version: 1 (a reader refuses any other)"),
-    ("4 (int32) + L", "then, until the payload ends: a block's length L, then the block in the "
-     "snappy raw format (a varint of its uncompressed length, then the compressed data); "
-     "odradek cuts the input into blocks of at most 32 KiB"),
-])
+The payload is one LZ4 frame of independent blocks of at most 64 KiB: FLG `0x60` (version 01,
+block independence, no block or content checksum, no content size) and BD `0x40` (64 KiB blocks),
+as Kafka's own writer; Kafka's reader refuses linked blocks ("Dependent block stream is
+unsupported"), so they are never written, and a produced frame of linked blocks (FLG `0x48`, say)
+is refused with CORRUPT_MESSAGE, as Kafka's broker refuses it; segments written before this rule
+may hold such frames, and odradek still reads them. The header checksum (HC, the byte after BD) is byte 1 of
+xxHash32 (seed 0) over FLG and BD. In **magic 0** it is the one Kafka 0.8/0.9 wrote, over the
+4-byte magic number too (KAFKA-3160): odradek writes it so in magic 0 wrappers and reads either
+there; magic 1 uses and requires the correct one. Example: `hello` in magic 1, then in magic 0
+(only HC, the 7th byte, differs):
 
-
-def _lz4_header(magic: int) -> bytes:
-    return compress(Codec.LZ4, b"", magic=magic)[:7]
-
-
-def _producing() -> str:
-    return """
-## Producing: what the broker checks
-
-A Produce request's `records` for a partition are checked whole before anything is written;
-any failure refuses the whole set, with `error_message` naming the partition and, for a
-malformed set, the offset field and byte position of the entry at fault
-(`"t-0: cannot decompress snappy payload: UncompressError (offset 7 at byte position 0)"`).
-
-- **Offsets.** The offset fields of top-level entries, and the inner offsets of magic 0
-  wrappers, are ignored: the broker assigns consecutive offsets from the log end (write 0, or
-  0..n-1). Magic 1 inner offsets must be exactly 0, 1, ..., n-1 (the wrapper's own offset field
-  is ignored; Kafka's producers write n-1): anything else is `CORRUPT_MESSAGE` "inner offsets of
-  a magic 1 compressed wrapper must be 0..n-1".
-- **Empty or partial sets.** `records` of zero bytes, or ending inside an entry, are
-  `CORRUPT_MESSAGE` ("the message set is empty", "the message set ends in an incomplete entry").
-  (A Fetch answer may end in a partial entry; a Produce request may not.)
-- **Wrappers.** A compressed wrapper with a key is `CORRUPT_MESSAGE` ("compressed outer message
-  should not have key"); so are nested compression, inner messages whose magic differs from the
-  wrapper's, an lz4 frame of linked blocks, and a payload that cannot be decompressed.
-- **Timestamp type.** Only the broker sets the LogAppendTime type (attributes bit 3): a v1
-  message (plain, wrapper or inner) that sets it is `INVALID_TIMESTAMP` "a producer must not set
-  the timestamp type LogAppendTime", on any topic. On a topic with
-  `message_timestamp_type=LogAppendTime` the broker stamps every v1 entry itself.
-- **Magic 0** is accepted and stored as magic 0 (no timestamps); its compressed sets are
-  renumbered and recompressed as above. Kafka's brokers accept it too.
-- **CRCs** are checked for every entry and inner message: a mismatch is `CORRUPT_MESSAGE`.
-- On a compacted topic a message without a key is `INVALID_RECORD`.
-"""
+```
+{_hexdump(lz4_v1)}
+```
+```
+{_hexdump(lz4_v0)}
+```"""
 
 
 def _coordinator() -> str:

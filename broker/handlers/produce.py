@@ -32,7 +32,6 @@ from protocol.errors import (
     BrokerError,
     ErrorCode,
     InvalidRequiredAcksError,
-    MessageFormatError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
@@ -128,9 +127,7 @@ def _append(
         else:
             log.info("produce.rejected", topic=topic, partition=partition, error=code.name,
                      reason=str(exc))
-        # a format error names the offset and byte position; the partition completes it
-        message = f"{topic}-{partition}: {exc}" if isinstance(exc, MessageFormatError) else str(exc)
-        return _result(partition, code, message)
+        return _result(partition, code, f"{topic}-{partition}: {exc}")
     ctx.purgatory.appended(topic, partition)
     if ctx.metrics is not None:
         ctx.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
