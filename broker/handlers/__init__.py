@@ -20,6 +20,7 @@ from broker.handlers import (
     metadata,
     produce,
     records,
+    security,
     topics,
 )
 from coordinator import GroupCoordinator
@@ -50,6 +51,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ELECT_LEADERS: cluster.elect_leaders,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: cluster.offsets_for_leader_epoch,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
+    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"
