@@ -130,8 +130,9 @@ class Connection:
                     if timeout.cancelled_caught:
                         raise _Close("the peer did not take its response in time")
                 if self._sasl is not None and self._sasl.failed:
+                    # sasl.failed has said why, once: a flood of failures logs one line each
                     raise _Close("SASL authentication failed or out of order",
-                                 level=logging.INFO)
+                                 level=logging.DEBUG)
                 del payload, pieces  # not kept alive while waiting for the next request
                 self._release(self._held - self._decoder.buffered)  # the handled request's bytes
                 if self._ctx.stopping:
@@ -235,6 +236,12 @@ class Connection:
             got += "bytes reserved)"
         return f"request not read within request_read_timeout_ms={timeout_ms} ({got})"
 
+    def _admit(self, api_key: int, name: str) -> None:
+        """On a SASL listener, before authentication, only the SASL exchange (and
+        ApiVersions) is answered: anything else closes the connection with nothing done."""
+        if self._sasl is not None and not self._sasl.admits(api_key):
+            raise _Close(f"{name} before SASL authentication", level=logging.INFO)
+
     async def _respond(self, payload: bytes) -> Sequence[Piece]:
         """Decode and handle one request; the frame pieces to send (none for acks=0)."""
         try:
@@ -242,14 +249,14 @@ class Connection:
         except RequestDecodeError as exc:
             if exc.header is None:
                 raise _Close(str(exc)) from None
+            self._admit(exc.header.api_key, f"API {exc.header.api_key}")
             self._log.info("request.rejected", error=exc.error_code.name, reason=str(exc),
                            correlation_id=exc.header.correlation_id)
             return [encode_request_error(exc.header.correlation_id, exc.error_code, str(exc))]
         except ProtocolError as exc:
             raise _Close(str(exc)) from None
         header = request.header
-        if self._sasl is not None and not self._sasl.admits(request.api.key):
-            raise _Close(f"{request.api.name} before SASL authentication", level=logging.INFO)
+        self._admit(request.api.key, request.api.name)
         handler = HANDLERS[request.api.key]
         try:
             reply = await handler(self._ctx, request)

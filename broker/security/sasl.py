@@ -80,7 +80,7 @@ class SaslSession:
         self._scram: Any = None  # scramp's server, between the two SCRAM steps
         self._user: str | None = None
 
-    def admits(self, api: ApiKey) -> bool:
+    def admits(self, api: int) -> bool:
         return self.state is SaslState.AUTHENTICATED or api in ADMITTED_BEFORE_AUTHENTICATION
 
     @property

@@ -119,7 +119,7 @@ async def _principal_after_handshake(tls: TlsFiles, tmp_path: Path, *, client_ce
         client_stream = trio.SSLStream(trio.SocketStream(trio.socket.from_stdlib_socket(
             client_sock)), client_context, server_hostname="127.0.0.1")
         nursery.start_soon(client_stream.do_handshake)
-        opened, session = await security.open(endpoint, server_stream, connection, 10)
+        _, session = await security.open(endpoint, server_stream, connection, 10)
         assert session is None
     assert connection.listener == "SSL"
     return connection.principal
