@@ -67,6 +67,15 @@ class SecurityConfig:
         if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
             raise ConfigError("ssl_certfile and ssl_keyfile go together")
 
+    def options(self) -> SecurityOptions:
+        """These settings as the clients' keyword arguments."""
+        return SecurityOptions(
+            security_protocol=self.security_protocol, ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
+            ssl_check_hostname=self.ssl_check_hostname, sasl_mechanism=self.sasl_mechanism,
+            sasl_plain_username=self.sasl_plain_username,
+            sasl_plain_password=self.sasl_plain_password)
+
     @property
     def uses_tls(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
