@@ -118,5 +118,5 @@ def test_command_config_reaches_a_sasl_ssl_listener(make_broker: Callable[..., B
 def test_command_config_refuses_unknown_keys_by_name(tmp_path: Path):
     config = tmp_path / "bad.properties"
     config.write_text("security.protocol=SASL_SSL\nsasl.pasword=oops\n")
-    with pytest.raises(ConfigError, match="unknown key 'sasl.pasword'"):
+    with pytest.raises(ConfigError, match=r"unknown key 'sasl\.pasword'"):
         SecurityConfig.from_file(config)
