@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TypedDict
@@ -112,11 +113,21 @@ class SecurityConfig:
             key, sep, value = line.partition("=")
             if not sep:
                 raise ConfigError(f"{where} line {number}: not key=value")
-            name = _PROPERTY_NAMES.get(key.strip().replace("_", "."))
+            values[key.strip()] = value.strip()
+        return cls.from_mapping(values, where=where)
+
+    @classmethod
+    def from_mapping(cls, given: Mapping[str, str], *, where: str = "options"
+                     ) -> SecurityConfig:
+        """From property names (``security.protocol``, ``sasl_mechanism`` ...) and text values;
+        unknown names are refused by name."""
+        values: dict[str, str] = {}
+        for key, value in given.items():
+            name = _PROPERTY_NAMES.get(key.replace("_", "."))
             if name is None:
-                raise ConfigError(f"{where} line {number}: unknown key {key.strip()!r} "
-                                  f"(known: {', '.join(sorted(_PROPERTY_NAMES))})")
-            values[name] = value.strip()
+                raise ConfigError(f"{where}: unknown key {key!r} "
+                                  f"(known: {', '.join(PROPERTY_KEYS)})")
+            values[name] = value
         values.update(_jaas_credentials(values.pop("sasl_jaas_config", "")))
         check = values.pop("ssl_check_hostname", "true").lower()
         if check not in ("true", "false"):
@@ -140,6 +151,8 @@ _PROPERTY_NAMES.update({
     "ssl.key.location": "ssl_keyfile",
     "sasl.jaas.config": "sasl_jaas_config",
 })
+#: every property name ``from_mapping`` knows
+PROPERTY_KEYS = tuple(sorted(_PROPERTY_NAMES))
 _JAAS_VALUE = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
