@@ -5,6 +5,11 @@ a node's connection (connecting first if needed) and returns a ``Future`` of the
 response body; ``poll(timeout)`` moves bytes both ways and completes futures -- their callbacks
 run inside ``poll``. Nothing happens between calls: no thread runs behind the caller.
 
+On an SSL or SASL listener (``security``, client/security.py) a new connection does its TLS
+handshake and SASL login once, before its first request, blocking for at most
+``request_timeout_ms``; a refused certificate or login fails the connection's requests with that
+error (not retriable).
+
 Failures are per connection: a refused connect, a reset, an undecodable stream or a request past
 its deadline closes that connection, fails every request queued on it with a retriable error
 (``BrokerConnectionError`` or ``ClientTimeoutError``), and the node may be reconnected after an

@@ -78,6 +78,9 @@ class LinkSecurity:
         while token is not None:
             answer = await link.exchange(stream, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
             if answer["error_code"]:
+                # a misconfiguration replication cannot get past: say so above debug level
+                log.warning("inter_broker.login_refused", user=mechanism.username,
+                            mechanism=mechanism.mechanism, peer=f"{link.host}:{link.port}")
                 raise LinkError(f"SASL login as {mechanism.username!r} refused: "
                                 f"{error_for(answer['error_code'], answer['error_message'])}")
             try:
