@@ -318,8 +318,10 @@ async def _run_bound(
                     "broker.started",
                     broker_id=identity.broker_id,
                     cluster_id=identity.cluster_id,
-                    host=settings.host,
+                    host=settings.endpoints[0].host,
                     port=ctx.port,
+                    listeners=",".join(f"{name}:{port}"
+                                       for name, port in ctx.listener_ports.items()),
                     data_dir=str(settings.data_path),
                     topics=len(topics.all()),
                 )
