@@ -43,7 +43,7 @@ from client.errors import (
 from client.future import Future
 from client.security import SecurityConfig
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ProtocolError, error_for
+from protocol.errors import OdradekError, ProtocolError, error_for
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.sasl import SaslClientMechanism, SaslMechanismError
 
@@ -332,7 +332,7 @@ class NetworkClient:
         if self._security.uses_tls or self._security.uses_sasl:
             try:
                 self._secure(node)
-            except (OSError, ProtocolError, BrokerError, SaslMechanismError) as exc:
+            except (OSError, ProtocolError, OdradekError, SaslMechanismError) as exc:
                 self._fail_secure(node, exc)
                 return
         node.move(ConnectionState.CONNECTED)
@@ -382,7 +382,8 @@ class NetworkClient:
         error: Exception
         if isinstance(exc, ssl.SSLError):
             error = SslHandshakeError(f"TLS with {node.address} failed: {exc.reason or exc}")
-        elif isinstance(exc, BrokerError | SaslMechanismError):
+        elif isinstance(exc, OdradekError | SaslMechanismError) and not isinstance(
+                exc, ProtocolError):
             error = exc
         else:
             error = BrokerConnectionError(f"cannot log in to {node.address}: {exc}")

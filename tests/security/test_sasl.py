@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from client.admin import Admin
-from client.errors import ConfigError
+from client.errors import BrokerConnectionError, ConfigError
 from client.network import NetworkClient
 from client.producer import Producer
 from client.security import SecurityConfig
 from protocol.apis import ApiKey
 from protocol.errors import (
     ErrorCode,
+    IllegalSaslStateError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
@@ -29,6 +30,7 @@ from tests.security.support import (
     PASSWORD,
     add_user,
     closed_by_broker,
+    make_tls_files,
     raw_answer,
     raw_request,
 )
@@ -209,3 +211,28 @@ def test_a_thousand_failed_logins_neither_slow_an_authenticated_producer_nor_gro
           f"{rss_after_second} KiB after 2,000")
     assert rss_after_second - rss_after_first < 4 * 1024
     assert login(sasl_address(sasl_broker), "SCRAM-SHA-256", "alice", PASSWORD)["apis"]
+
+
+def test_logging_in_where_the_listener_has_no_sasl_is_an_illegal_state(
+        sasl_broker: BrokerProcess):
+    with pytest.raises(IllegalSaslStateError):
+        login(sasl_broker.bootstrap, "SCRAM-SHA-256", "alice", PASSWORD)
+
+
+def test_a_broker_closing_the_connection_mid_login_fails_the_request_not_the_client(
+        make_broker: Callable[..., BrokerProcess], tmp_path: Path):
+    tls = make_tls_files(tmp_path / "tls")
+    broker = make_broker(settings=tls.broker_settings(
+        listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"))
+    security = SecurityConfig(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                              sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+    network = NetworkClient(f"127.0.0.1:{broker.listener_ports['SSL']}",
+                            request_timeout_ms=5_000, reconnect_backoff_ms=10,
+                            security=security)
+    try:
+        for _ in range(2):  # the connection fails cleanly, and again on the next try
+            with pytest.raises(BrokerConnectionError, match="closed the connection"):
+                network.send(-1, ApiKey.API_VERSIONS, {}).result(10)
+            time.sleep(0.05)  # past the reconnect backoff
+    finally:
+        network.close()
