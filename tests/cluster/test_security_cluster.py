@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from client.admin import Admin
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient
 from client.producer import Producer
@@ -71,3 +72,19 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(
     view = ClusterMetadata.from_response(body)
     assert {b.node_id: b.port for b in view.brokers.values()} == {
         i: p.listener_ports["SASL_SSL"] for i, p in cluster.brokers.items()}
+
+    # users added over the wire through one broker log in at another (ZooKeeper's store)
+    with Admin(f"127.0.0.1:{cluster.brokers[0].listener_ports['SASL_SSL']}",
+               **security.options()) as admin:
+        admin.upsert_user_scram_credential("carol", "SCRAM-SHA-256", "Zq9-carol")
+        assert admin.describe_user_scram_credentials(["carol"]) == {
+            "carol": {"SCRAM-SHA-256": 4096}}
+    assert "Zq9-carol" not in cluster.zk.get("/config/users/carol")[0].decode()
+    carol = SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                           sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="carol",
+                           sasl_plain_password="Zq9-carol")
+    network = NetworkClient(f"127.0.0.1:{sasl_port}", security=carol)
+    try:
+        assert network.send(-1, ApiKey.API_VERSIONS, {}).result(10)["apis"]
+    finally:
+        network.close()
