@@ -10,14 +10,14 @@ PLAIN is checked against the user's SCRAM credential (derived again from the pas
 stored salt and iterations, in a worker thread so a flood of PLAIN logins does not stall the
 broker's requests): one store, no password kept anywhere. SCRAM is scramp's server.
 
-The state machine is the table ``MOVES``: (state, event) -> next state; a pair missing from
-it is a bug, raised naming both.
+The state machine is the table ``SASL_MACHINE`` (broker/security/sasl_state.py,
+docs/state-machines/sasl.md): a move it does not list is a bug, raised naming the state and the
+event.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from enum import Enum
 from typing import Any
 
 import structlog
@@ -26,6 +26,7 @@ from scramp import ScramException, ScramMechanism
 
 from broker.context import ClientConnection
 from broker.security.credentials import CredentialStore
+from broker.security.sasl_state import SASL_MACHINE, SaslEvent, SaslState
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.scram import SCRAM_MECHANISMS, ScramCredential
@@ -36,34 +37,6 @@ log = structlog.get_logger(__name__)
 ADMITTED_BEFORE_AUTHENTICATION = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
-
-class SaslState(Enum):
-    HANDSHAKE = "handshake"  # waiting for SaslHandshake
-    AUTHENTICATE = "authenticate"  # mechanism chosen, tokens under way
-    AUTHENTICATED = "authenticated"
-    FAILED = "failed"  # answered; the connection closes
-
-
-class SaslEvent(Enum):
-    HANDSHAKE_OK = "handshake accepted"
-    HANDSHAKE_UNSUPPORTED = "handshake named a disabled mechanism"
-    STEP = "a token accepted, more to come"
-    DONE = "the mechanism completed"
-    FAILED = "authentication failed"
-    OUT_OF_ORDER = "request out of order"
-
-
-_S, _E = SaslState, SaslEvent
-MOVES: dict[tuple[SaslState, SaslEvent], SaslState] = {
-    (_S.HANDSHAKE, _E.HANDSHAKE_OK): _S.AUTHENTICATE,
-    (_S.HANDSHAKE, _E.HANDSHAKE_UNSUPPORTED): _S.HANDSHAKE,
-    (_S.HANDSHAKE, _E.OUT_OF_ORDER): _S.FAILED,
-    (_S.AUTHENTICATE, _E.STEP): _S.AUTHENTICATE,
-    (_S.AUTHENTICATE, _E.DONE): _S.AUTHENTICATED,
-    (_S.AUTHENTICATE, _E.FAILED): _S.FAILED,
-    (_S.AUTHENTICATE, _E.OUT_OF_ORDER): _S.FAILED,
-    (_S.AUTHENTICATED, _E.OUT_OF_ORDER): _S.AUTHENTICATED,
-}
 
 #: Kafka's words: the same for an unknown user and a wrong password
 FAILED_MESSAGE = "Authentication failed: invalid credentials with SASL mechanism {}"
@@ -88,10 +61,7 @@ class SaslSession:
         return self.state is SaslState.FAILED
 
     def _move(self, event: SaslEvent) -> None:
-        try:
-            self.state = MOVES[(self.state, event)]
-        except KeyError:
-            raise AssertionError(f"SASL: no move from {self.state} on {event}") from None
+        self.state = SASL_MACHINE.next_state(self.state, event)
 
     def handshake(self, mechanism: str) -> dict[str, Any]:
         enabled = list(self._enabled)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from broker.context import ANONYMOUS, ClientConnection
-from broker.security.sasl import MOVES, SaslSession, SaslState
+from broker.security.sasl import SaslSession
+from broker.security.sasl_state import SASL_MACHINE, SaslState
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.sasl import SaslClientMechanism
@@ -94,7 +95,7 @@ async def test_every_row_of_the_table_is_reachable():
     assert (await s.authenticate(b"\0alice\0nope"))["error_code"] == (
         ErrorCode.SASL_AUTHENTICATION_FAILED)
     seen.add((SaslState.AUTHENTICATE, "FAILED"))
-    assert seen == {(state, event.name) for state, event in MOVES}
+    assert seen == {(row.source, row.event.name) for row in SASL_MACHINE.rows}
 
 
 async def test_an_unknown_scram_user_fails_like_a_wrong_password():
