@@ -37,6 +37,8 @@ AREAS = (
          script("benchmarks.fetch_send")),
     Area("throughput", "Producer and Consumer against a real broker",
          script("benchmarks.throughput")),
+    Area("security", "Producer and Consumer over SASL_SSL beside PLAINTEXT, and logins/s "
+         "(TLS, SCRAM, PLAIN)", script("benchmarks.security")),
     Area("peers", "Redis Streams and NATS JetStream on the producer and consumer workloads",
          peers.run),
     Area("limits", "sequential file write/read and loopback socket copy of the same bytes",

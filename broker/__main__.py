@@ -83,7 +83,14 @@ def _exit_quietly(signum: int, frame: object) -> None:
 
 
 def _announce(ctx: BrokerContext) -> None:
-    print(f"odradek broker {ctx.broker_id} listening on {ctx.settings.host}:{ctx.port}", flush=True)
+    """The first listener's line; with several listeners, one line for each after it."""
+    endpoints = ctx.settings.endpoints
+    first = endpoints[0]
+    lines = [f"odradek broker {ctx.broker_id} listening on {first.host}:{ctx.port}"]
+    if len(endpoints) > 1:
+        lines += [f"odradek broker {ctx.broker_id} listener {e.name} on {e.host}:"
+                  f"{ctx.listener_ports[e.name]}" for e in endpoints]
+    print("\n".join(lines), flush=True)
 
 
 def _only_cause(exc: BaseException) -> BaseException:

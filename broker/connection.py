@@ -26,17 +26,20 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Sequence
 
 import structlog
 import trio
 
 from broker.context import CLIENT_CONNECTION, BrokerContext, ClientConnection
-from broker.frames import Piece, WithFileSlices, encode_with_file_slices, send_pieces
+from broker.frames import Piece, WithFileSlices, encode_with_file_slices
 from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
 from broker.memory_pool import SMALL_REQUEST_BYTES
+from broker.security.listeners import Endpoint, SecurityProtocol
+from broker.security.sasl import SASL_SESSION, SaslSession
+from broker.security.setup import HandshakeError
+from broker.streams import ConnectionStream, PlainStream
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
@@ -56,10 +59,18 @@ class _Close(Exception):
         self.level = level
 
 
+_PLAINTEXT = Endpoint(SecurityProtocol.PLAINTEXT, "", 0)
+
+
 class Connection:
-    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream) -> None:
+    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream,
+                 endpoint: Endpoint = _PLAINTEXT) -> None:
         self._ctx = ctx
         self._stream = stream
+        self._endpoint = endpoint
+        # PLAINTEXT until the listener's security has opened it (TLS, SASL)
+        self._io: ConnectionStream = PlainStream(stream)
+        self._sasl: SaslSession | None = None
         self._decoder = FrameDecoder(ctx.settings.max_request_bytes)
         self._idle = ctx.settings.connections_max_idle_ms / 1000
         self._read_timeout = ctx.settings.request_read_timeout_ms / 1000
@@ -67,7 +78,6 @@ class Connection:
         self._pool = ctx.request_memory
         self._read_ahead = min(SMALL_REQUEST_BYTES, self._pool.capacity)
         self._held = 0  # bytes reserved in the pool: covers what the decoder buffers
-        self._fd = stream.socket.fileno()
         self._waiting_scope: trio.CancelScope | None = None  # set while waiting for a request
         self.id = next(_ids)
         try:
@@ -84,11 +94,17 @@ class Connection:
 
     async def run(self) -> None:
         self._log.debug("connection.opened")
-        CLIENT_CONNECTION.set(
-            ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket)
-        )
+        client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket)
+        CLIENT_CONNECTION.set(client)
         reason = "closed by peer"
         try:
+            if self._ctx.listener_security is not None:
+                try:
+                    self._io, self._sasl = await self._ctx.listener_security.open(
+                        self._endpoint, self._stream, client, self._read_timeout)
+                except HandshakeError as exc:
+                    raise _Close(str(exc), level=logging.INFO) from None
+                SASL_SESSION.set(self._sasl)
             while True:
                 try:
                     payload = self._decoder.next_frame()
@@ -112,9 +128,13 @@ class Connection:
                 pieces = await self._respond(payload)
                 if pieces:
                     with trio.move_on_after(self._idle) as timeout:
-                        await send_pieces(self._stream, pieces)
+                        await self._io.send(pieces)
                     if timeout.cancelled_caught:
                         raise _Close("the peer did not take its response in time")
+                if self._sasl is not None and self._sasl.failed:
+                    # sasl.failed has said why, once: a flood of failures logs one line each
+                    raise _Close("SASL authentication failed or out of order",
+                                 level=logging.DEBUG)
                 del payload, pieces  # not kept alive while waiting for the next request
                 self._release(self._held - self._decoder.buffered)  # the handled request's bytes
                 if self._ctx.stopping:
@@ -129,7 +149,7 @@ class Connection:
             self._release(self._held)
             self._ctx.groups.connection_closed(self.id)
             with trio.CancelScope(shield=True):
-                await self._stream.aclose()
+                await self._io.aclose()
             self._log.debug("connection.closed", reason=reason)
 
     async def _receive(self) -> bytes | None:
@@ -148,7 +168,7 @@ class Connection:
                     self._frame_deadline = trio.current_time() + self._read_timeout
                 with trio.move_on_at(self._frame_deadline):
                     size = await self._reserve_for_read()
-                    return await self._stream.receive_some(size)
+                    return await self._io.receive_some(size)
                 raise _Close(self._read_timeout_reason())
             finally:
                 self._waiting_scope = None
@@ -165,14 +185,9 @@ class Connection:
             while True:
                 if self._pool.try_reserve_spare(self._read_ahead):
                     self._held += self._read_ahead
-                    try:
-                        # os.read, as send_pieces writes: receive_some yields after a read that
-                        # succeeds at once, a scheduling round per request.
-                        data = os.read(self._fd, self._read_ahead)
-                    except BlockingIOError:
+                    data = self._io.read_now(self._read_ahead)
+                    if data is None:
                         self._release(self._read_ahead)
-                    except OSError as exc:
-                        raise trio.BrokenResourceError(f"read failed: {exc}") from exc
                     else:
                         self._frame_deadline = trio.current_time() + self._read_timeout
                         if not waited:  # pipelined requests: let other tasks run in between
@@ -181,7 +196,7 @@ class Connection:
                 elif waited:
                     self._frame_deadline = trio.current_time() + self._read_timeout
                     return None
-                await trio.lowlevel.wait_readable(self._fd)
+                await self._io.wait_readable()
                 waited = True
         idle_ms = round(self._idle * 1000)
         raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
@@ -223,6 +238,12 @@ class Connection:
             got += "bytes reserved)"
         return f"request not read within request_read_timeout_ms={timeout_ms} ({got})"
 
+    def _admit(self, api_key: int, name: str) -> None:
+        """On a SASL listener, before authentication, only the SASL exchange (and
+        ApiVersions) is answered: anything else closes the connection with nothing done."""
+        if self._sasl is not None and not self._sasl.admits(api_key):
+            raise _Close(f"{name} before SASL authentication", level=logging.INFO)
+
     async def _respond(self, payload: bytes) -> Sequence[Piece]:
         """Decode and handle one request; the frame pieces to send (none for acks=0)."""
         try:
@@ -230,6 +251,7 @@ class Connection:
         except RequestDecodeError as exc:
             if exc.header is None:
                 raise _Close(str(exc)) from None
+            self._admit(exc.header.api_key, f"API {exc.header.api_key}")
             self._log.info("request.rejected", error=exc.error_code.name, reason=str(exc),
                            correlation_id=exc.header.correlation_id)
             if (
@@ -242,6 +264,7 @@ class Connection:
         except ProtocolError as exc:
             raise _Close(str(exc)) from None
         header = request.header
+        self._admit(request.api.key, request.api.name)
         client = CLIENT_CONNECTION.get()
         if client is not None:  # quotas are per client id
             client.client_id = header.client_id

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.cluster.node import ClusterNode
     from broker.metrics import BrokerMetrics
     from broker.security.policy import SecurityPolicy
+    from broker.security.setup import BrokerSecurity
 from broker.identity import BrokerIdentity
 from broker.memory_pool import RequestMemoryPool
 from broker.purgatory import FetchPurgatory
@@ -36,6 +37,10 @@ class BrokerContext:
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
     cluster: ClusterNode | None = None  # cluster mode (zookeeper_connect set), else None
     metrics: BrokerMetrics | None = None  # metrics_listener set, else None
+    #: listeners' TLS and SASL, the credential store; None: PLAINTEXT only, no user store
+    listener_security: BrokerSecurity | None = None
+    #: the port each listener really listens on, by listener name (known once listening)
+    listener_ports: dict[str, int] = field(default_factory=dict)
     #: Bytes of requests being read and queued, over all connections (queued_max_request_bytes).
     request_memory: RequestMemoryPool = field(init=False)
 

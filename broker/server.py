@@ -36,7 +36,14 @@ from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
+from broker.security.credentials import (
+    CredentialStore,
+    FileCredentialStore,
+    ZooKeeperCredentialStore,
+)
+from broker.security.listeners import Endpoint
 from broker.security.policy import SecurityPolicy
+from broker.security.setup import BrokerSecurity
 from broker.security.store import FileSecurityStore, SecurityStore, SecurityStoreError
 from broker.security.zk_store import ZkSecurityStore
 from broker.settings import BrokerSettings
@@ -61,30 +68,32 @@ class BrokerServer:
 
     async def serve(
         self,
-        sockets: list[trio.socket.SocketType],
+        bound: Bound,
         *,
         task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen on ``sockets`` (from ``bind_port``) and serve until ``stop``; returns once
-        every connection is closed."""
+        """Listen on the sockets of every listener (from ``bind_port``) and serve until
+        ``stop``; returns once every connection is closed."""
         settings = self._ctx.settings
         async with trio.open_nursery() as handlers:
             self._handlers = handlers.cancel_scope
             async with trio.open_nursery() as listening:
-                try:
-                    for sock in sockets:
-                        sock.listen(_BACKLOG)
-                except OSError as exc:  # another socket bound with SO_REUSEADDR listened first
-                    raise _port_error(settings, exc) from exc
-                listeners = await listening.start(
-                    partial(
-                        trio.serve_listeners,
-                        self._serve_connection,
-                        [trio.SocketListener(sock) for sock in sockets],
-                        handler_nursery=handlers,
+                for endpoint, sockets in bound:
+                    try:
+                        for sock in sockets:
+                            sock.listen(_BACKLOG)
+                    except OSError as exc:  # another socket with SO_REUSEADDR listened first
+                        raise _port_error(endpoint, exc) from exc
+                    listeners = await listening.start(
+                        partial(
+                            trio.serve_listeners,
+                            partial(self._serve_connection, endpoint),
+                            [trio.SocketListener(sock) for sock in sockets],
+                            handler_nursery=handlers,
+                        )
                     )
-                )
-                self._ctx.port = listeners[0].socket.getsockname()[1]
+                    self._ctx.listener_ports[endpoint.name] = listeners[0].socket.getsockname()[1]
+                self._ctx.port = self._ctx.listener_ports[bound[0][0].name]
                 task_status.started(self._ctx.port)
                 await self._stop.wait()
                 listening.cancel_scope.cancel()  # closes the listening socket
@@ -118,8 +127,8 @@ class BrokerServer:
         if self._handlers is not None:
             self._handlers.cancel()
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
-        connection = Connection(self._ctx, stream)
+    async def _serve_connection(self, endpoint: Endpoint, stream: trio.SocketStream) -> None:
+        connection = Connection(self._ctx, stream, endpoint)
         self._connections.add(connection)
         try:
             await connection.run()
@@ -133,17 +142,36 @@ class BrokerServer:
 _BACKLOG = 0xFFFF
 
 
-async def bind_port(settings: BrokerSettings) -> list[trio.socket.SocketType]:
-    """The broker's sockets, bound to its host and port but not listening yet, as
+#: each listener with its sockets
+Bound = list[tuple[Endpoint, list[trio.socket.SocketType]]]
+
+
+async def bind_port(settings: BrokerSettings) -> Bound:
+    """The sockets of every listener, bound but not listening yet. Raises ``StartupError``
+    naming the address if one cannot be bound (those bound already are closed)."""
+    bound: Bound = []
+    try:
+        for endpoint in settings.endpoints:
+            bound.append((endpoint, await _bind_endpoint(endpoint)))
+    except StartupError:
+        for _, sockets in bound:
+            for sock in sockets:
+                sock.close()
+        raise
+    return bound
+
+
+async def _bind_endpoint(endpoint: Endpoint) -> list[trio.socket.SocketType]:
+    """One listener's sockets, bound to its host and port but not listening yet, as
     ``trio.open_tcp_listeners`` binds them (SO_REUSEADDR; an empty host is every interface,
-    IPv4 and IPv6). Raises ``StartupError`` naming the address if it cannot be bound."""
-    host = settings.host or None
+    IPv4 and IPv6)."""
+    host = endpoint.host or None
     try:
         addresses = await trio.socket.getaddrinfo(
-            host, settings.port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
+            host, endpoint.port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
         )
     except OSError as exc:
-        raise _port_error(settings, exc) from exc
+        raise _port_error(endpoint, exc) from exc
     sockets: list[trio.socket.SocketType] = []
     try:
         for family, type_, proto, _, address in addresses:
@@ -163,12 +191,12 @@ async def bind_port(settings: BrokerSettings) -> list[trio.socket.SocketType]:
     except OSError as exc:
         for sock in sockets:
             sock.close()
-        raise _port_error(settings, exc) from exc
+        raise _port_error(endpoint, exc) from exc
     return sockets
 
 
-def _port_error(settings: BrokerSettings, exc: OSError) -> StartupError:
-    where = f"{settings.host}:{settings.port}"
+def _port_error(endpoint: Endpoint, exc: OSError) -> StartupError:
+    where = f"{endpoint.host}:{endpoint.port}"
     if exc.errno == errno.EADDRINUSE:
         return StartupError(f"{where} is in use (another broker or program listens on it); "
                             "stop it or choose another port (--port)")
@@ -217,17 +245,18 @@ async def run_broker(
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens."""
-    sockets = await bind_port(settings)  # first: a port in use fails before anything is done
+    bound = await bind_port(settings)  # first: a port in use fails before anything is done
     try:
-        await _run_bound(settings, sockets, on_listening, clock)
+        await _run_bound(settings, bound, on_listening, clock)
     finally:
-        for sock in sockets:  # closed already once served; not if the start failed
-            sock.close()
+        for _, sockets in bound:  # closed already once served; not if the start failed
+            for sock in sockets:
+                sock.close()
 
 
 async def _run_bound(
     settings: BrokerSettings,
-    sockets: list[trio.socket.SocketType],
+    bound: Bound,
     on_listening: Callable[[BrokerContext], None],
     clock: Callable[[], float],
 ) -> None:
@@ -271,8 +300,12 @@ async def _run_bound(
                 await security.load()
             except SecurityStoreError as exc:
                 raise StartupError(str(exc)) from exc
+            credentials: CredentialStore = (
+                FileCredentialStore(settings.data_path) if cluster is None
+                else ZooKeeperCredentialStore(cluster.zoo))
             ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
-                                security=security)
+                                security=security,
+                                listener_security=BrokerSecurity(settings, credentials))
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(
@@ -289,14 +322,20 @@ async def _run_bound(
                 nursery.start_soon(security.watch)
 
                 async def serve(*, task_status: trio.TaskStatus[int]) -> None:
-                    await server.serve(sockets, task_status=task_status)
+                    await server.serve(bound, task_status=task_status)
                     nursery.cancel_scope.cancel()  # maintenance and the signal watch end too
 
                 await nursery.start(serve)
                 if cluster is not None:
+                    advertised = [(e.name, *settings.advertised_endpoint(
+                        e.name, ctx.listener_ports[e.name])) for e in settings.endpoints]
+                    host, port = next((h, p) for name, h, p in advertised
+                                      if name == settings.inter_broker_endpoint.name)
                     cluster.attach(broker_id=identity.broker_id,
                                    directory_id=identity.directory_id,
-                                   host=settings.advertised, port=ctx.port, topics=topics,
+                                   host=host, port=port,
+                                   endpoints=() if settings.listeners == "" else tuple(advertised),
+                                   topics=topics,
                                    groups=groups, purgatory=purgatory)
                     try:
                         await cluster.register()
@@ -310,8 +349,10 @@ async def _run_bound(
                     "broker.started",
                     broker_id=identity.broker_id,
                     cluster_id=identity.cluster_id,
-                    host=settings.host,
+                    host=settings.endpoints[0].host,
                     port=ctx.port,
+                    listeners=",".join(f"{name}:{port}"
+                                       for name, port in ctx.listener_ports.items()),
                     data_dir=str(settings.data_path),
                     topics=len(topics.all()),
                 )

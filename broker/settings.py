@@ -19,6 +19,7 @@ from typing import Any
 
 from broker.log.config import SETTINGS as LOG_SETTINGS
 from broker.log.config import LogConfig
+from broker.security.listeners import Endpoint, SecurityProtocol, parse_endpoints
 from coordinator.assignors import BUILTIN_STRATEGIES
 from coordinator.config import CoordinatorConfig
 
@@ -111,6 +112,77 @@ def _test_pause_point(text: str) -> str | None:
     return word
 
 
+def _endpoints(text: str) -> str:
+    return ",".join(str(e) for e in parse_endpoints(text))
+
+
+def _optional_endpoints(text: str) -> str | None:
+    return _endpoints(text) or None
+
+
+def _optional_listener_name(text: str) -> str | None:
+    word = text.strip().upper()
+    if not word:
+        return None
+    SecurityProtocol(word)  # ValueError names the bad value
+    return word
+
+
+CLIENT_AUTH = ("none", "requested", "required")
+
+
+def _client_auth(text: str) -> str:
+    word = text.strip().lower()
+    if word not in CLIENT_AUTH:
+        raise ValueError(f"{text!r} is not one of {', '.join(CLIENT_AUTH)}")
+    return word
+
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _mechanism_names(text: str) -> str:
+    names = [n.strip().upper() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SASL_MECHANISMS]
+    if not names or unknown:
+        raise ValueError(f"{text!r} must name mechanisms among {', '.join(SASL_MECHANISMS)}")
+    return ",".join(dict.fromkeys(names))
+
+
+def _mechanism(text: str) -> str:
+    name = _mechanism_names(text)
+    if "," in name:
+        raise ValueError(f"{text!r} must name one mechanism")
+    return name
+
+
+class Secret:
+    """A setting's secret value: ``******`` in reprs, logs and docs; ``reveal()`` gives it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('******')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+def _optional_secret(text: str) -> Secret | None:
+    return Secret(text) if text else None
+
+
 def _strategy_names(text: str) -> str:
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
     known = [s.name for s in BUILTIN_STRATEGIES]
@@ -154,6 +226,37 @@ SETTINGS: tuple[Setting, ...] = (
             "the kept one.", "--broker-id"),
     Setting("advertised_host", "advertised.listeners (host part)", _optional_str,
             "Host given to clients in Metadata; unset: host (127.0.0.1 when host is 0.0.0.0)."),
+    # security (docs/security.md)
+    Setting("listeners", "listeners", _endpoints,
+            "Comma-separated (or a TOML array) PROTOCOL://HOST:PORT, one per security protocol "
+            "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); port 0 picks a free one. Empty: one "
+            "PLAINTEXT listener on host:port."),
+    Setting("advertised_listeners", "advertised.listeners", _optional_endpoints,
+            "What clients are told for each listener (PROTOCOL://HOST:PORT); unset: "
+            "advertised_host or the listening host, with the port listened on."),
+    Setting("inter_broker_listener_name", "inter.broker.listener.name",
+            _optional_listener_name,
+            "The listener other brokers (replica fetchers, the controller) connect to; unset: "
+            "the first listener."),
+    Setting("ssl_certfile", "ssl.keystore.location (PEM)", _optional_str,
+            "PEM certificate (chain) of this broker's SSL and SASL_SSL listeners."),
+    Setting("ssl_keyfile", "ssl.keystore.key (PEM)", _optional_str,
+            "PEM private key of ssl_certfile."),
+    Setting("ssl_cafile", "ssl.truststore.location (PEM)", _optional_str,
+            "PEM CA certificates trusted for client certificates and for other brokers' "
+            "listeners; unset: the system's."),
+    Setting("ssl_client_auth", "ssl.client.auth", _client_auth,
+            "none, requested or required: whether SSL clients must show a certificate (its "
+            "subject becomes the principal, User:CN=...)."),
+    Setting("sasl_enabled_mechanisms", "sasl.enabled.mechanisms", _mechanism_names,
+            "Mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is "
+            "checked against the user's SCRAM credential)."),
+    Setting("sasl_mechanism_inter_broker_protocol", "sasl.mechanism.inter.broker.protocol",
+            _mechanism, "Mechanism brokers log in with on a SASL inter-broker listener."),
+    Setting("inter_broker_sasl_username", "sasl.jaas.config (username)", _optional_str,
+            "The user brokers log in as on a SASL inter-broker listener."),
+    Setting("inter_broker_sasl_password", "sasl.jaas.config (password)", _optional_secret,
+            "Its password (never logged; prefer the environment variable or the TOML file)."),
     Setting("auto_create_topics_enable", "auto.create.topics.enable", _bool,
             "Create a missing topic on the first Metadata or Produce request naming it."),
     Setting("num_partitions", "num.partitions", _int_at_least(1),
@@ -285,6 +388,17 @@ class BrokerSettings:
     data_dir: str = "./odradek-data"
     broker_id: int | None = None
     advertised_host: str | None = None
+    listeners: str = ""
+    advertised_listeners: str | None = None
+    inter_broker_listener_name: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"
+    sasl_enabled_mechanisms: str = ",".join(SASL_MECHANISMS)
+    sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-256"
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: Secret | None = None
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -337,6 +451,29 @@ class BrokerSettings:
         if self.advertised_host:
             return self.advertised_host
         return "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+
+    @property
+    def endpoints(self) -> tuple[Endpoint, ...]:
+        """The listeners: ``listeners``, else the one PLAINTEXT listener on host:port."""
+        if self.listeners:
+            return parse_endpoints(self.listeners)
+        return (Endpoint(SecurityProtocol.PLAINTEXT, self.host, self.port),)
+
+    @property
+    def inter_broker_endpoint(self) -> Endpoint:
+        name = self.inter_broker_listener_name
+        return next((e for e in self.endpoints if e.name == name), self.endpoints[0])
+
+    def advertised_endpoint(self, name: str, port: int) -> tuple[str, int]:
+        """What clients are told for listener ``name``, which really listens on ``port``."""
+        for endpoint in parse_endpoints(self.advertised_listeners or ""):
+            if endpoint.name == name:
+                return endpoint.host, endpoint.port or port
+        listening = next((e for e in self.endpoints if e.name == name), None)
+        host = listening.host if listening is not None else self.host
+        if self.advertised_host:
+            return self.advertised_host, port
+        return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), port
 
     def coordinator_config(self) -> CoordinatorConfig:
         """The group coordinator's settings (raises ValueError when they contradict)."""
@@ -402,12 +539,33 @@ def load_settings(
         settings.coordinator_config()
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
+    _check_security(settings)
     if settings.queued_max_request_bytes < settings.max_request_bytes:
         raise SettingsError(
             f"queued_max_request_bytes ({settings.queued_max_request_bytes}) must be at least "
             f"max_request_bytes ({settings.max_request_bytes}): the largest request must fit"
         )
     return settings
+
+
+def _check_security(settings: BrokerSettings) -> None:
+    """What the listeners need must be there, named by the setting that is missing."""
+    names = [e.name for e in settings.endpoints]
+    if settings.inter_broker_listener_name not in (None, *names):
+        raise SettingsError(f"inter_broker_listener_name {settings.inter_broker_listener_name} "
+                            f"is not among the listeners ({', '.join(names)})")
+    tls = [e.name for e in settings.endpoints if e.protocol.uses_tls]
+    if tls and not (settings.ssl_certfile and settings.ssl_keyfile):
+        raise SettingsError(f"listener {tls[0]} needs ssl_certfile and ssl_keyfile")
+    inter = settings.inter_broker_endpoint
+    if settings.zookeeper_connect and inter.protocol.uses_sasl and not (
+            settings.inter_broker_sasl_username and settings.inter_broker_sasl_password):
+        raise SettingsError(f"inter-broker listener {inter.name} needs "
+                            "inter_broker_sasl_username and inter_broker_sasl_password")
+
+
+#: settings a TOML file may give as an array (joined with commas)
+_LIST_SETTINGS = {"listeners", "advertised_listeners", "sasl_enabled_mechanisms"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -419,7 +577,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path} is not valid TOML: {exc}") from None
     for name, value in doc.items():
-        if isinstance(value, dict | list):
+        if name in _LIST_SETTINGS and isinstance(value, list):
+            doc[name] = ",".join(str(item) for item in value)
+        elif isinstance(value, dict | list):
             raise SettingsError(f"{path}: {name} must be a single value, not a table or array")
     return doc
 

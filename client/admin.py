@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
-from client.errors import IllegalStateError, partition_error
+from client.errors import ConfigError, IllegalStateError, partition_error
 from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
 from client.records import TopicPartition
+from client.security import SecurityConfig, SecurityOptions
 from protocol.acls import AclBinding, AclBindingFilter
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, TopicAlreadyExistsError, error_for
+from protocol.scram import MIN_ITERATIONS, CredentialFormatError, ScramCredential
 
 
 @dataclass(frozen=True)
@@ -103,9 +105,11 @@ class Admin:
         client_id: str = "odradek-admin",
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 30_000,
+        **security: Unpack[SecurityOptions],
     ) -> None:
         self._network = NetworkClient(
-            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(self._network)
         self._metadata.track_all_topics()
@@ -345,6 +349,45 @@ class Admin:
                                       p["high_watermark"], p["segments"])
                         for p in t["partitions"])
         return out
+
+    # ------------------------------------------------------------------------------- users
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                        ) -> dict[str, dict[str, int]]:
+        """Each user's SCRAM mechanisms and their iteration counts (all users for None);
+        raises ``ResourceNotFoundError`` for a named user who has none."""
+        answer = self._ask_any(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                               {"users": None if users is None else list(users)})
+        out: dict[str, dict[str, int]] = {}
+        for r in answer["results"]:
+            if r["error_code"]:
+                raise error_for(r["error_code"], r["error_message"] or "")
+            out[r["user"]] = {c["mechanism"]: c["iterations"] for c in r["credential_infos"]}
+        return out
+
+    def upsert_user_scram_credential(self, name: str, mechanism: str, password: str, *,
+                                     iterations: int = MIN_ITERATIONS) -> None:
+        """Create or replace ``name``'s credential: derived here from ``password`` under a
+        fresh salt, so that only the salt and the derived keys travel (KIP-554)."""
+        try:
+            credential = ScramCredential.derive(mechanism, password, iterations=iterations)
+        except CredentialFormatError as exc:
+            raise ConfigError(str(exc)) from None
+        self._alter_users([], [{"name": name, "mechanism": credential.mechanism,
+                                "iterations": credential.iterations, "salt": credential.salt,
+                                "stored_key": credential.stored_key,
+                                "server_key": credential.server_key}])
+
+    def delete_user_scram_credential(self, name: str, mechanism: str) -> None:
+        self._alter_users([{"name": name, "mechanism": mechanism}], [])
+
+    def _alter_users(self, deletions: list[dict[str, Any]], upsertions: list[dict[str, Any]]
+                     ) -> None:
+        answer = self._ask_any(ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                               {"deletions": deletions, "upsertions": upsertions})
+        for r in answer["results"]:
+            if r["error_code"]:
+                raise error_for(r["error_code"], r["error_message"] or "")
 
     def describe_cluster(self) -> ClusterDescription:
         metadata = self._refresh()

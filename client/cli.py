@@ -25,13 +25,19 @@ from typing import Any, BinaryIO, TextIO
 
 from client.admin import Admin
 from client.cli_acls import add_acls_parser
-from client.cli_args import non_negative_int, positive_int
+from client.cli_args import (
+    add_command_config,
+    non_negative_int,
+    positive_int,
+    security_options,
+)
 from client.cli_cluster import add_cluster_parser
 from client.cli_console import add_console_parser
 from client.cli_groups import add_groups_parser
 from client.cli_quotas import add_quotas_parser
 from client.cli_records import add_records_parser
 from client.cli_signals import Interrupted, StopRequest, signals_interrupt
+from client.cli_users import add_users_parser
 from client.consumer import Consumer
 from client.demo import add_demo_parser
 from client.errors import CorruptRecordError
@@ -73,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="how long to wait for brokers to answer (default: %(default)s)",
     )
+    add_command_config(client)
     json_flag = argparse.ArgumentParser(add_help=False)
     json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
@@ -308,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_records_parser(commands, [client, json_flag])
     add_acls_parser(commands, [client, json_flag])
     add_quotas_parser(commands, [client, json_flag])
+    add_users_parser(commands, [client, json_flag])
     add_demo_parser(commands)
     return parser
 
@@ -439,7 +447,7 @@ class Output:
 
 
 def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
+    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
 
 
 def _replica_assignment(text: str) -> dict[int, list[int]]:
@@ -659,7 +667,8 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
     }
     settings.update(args.properties)
     started = time.monotonic()
-    with StopRequest() as stop, Producer(args.bootstrap, **settings) as producer:
+    with StopRequest() as stop, Producer(args.bootstrap, **settings,
+                                         **security_options(args)) as producer:
         producer.partitions_for(args.topic)  # fail fast, naming the topic, if it is unusable
         lines = iter(source)
         number = 0
@@ -747,6 +756,7 @@ def cmd_consume(args: argparse.Namespace, output: Output) -> int:
         args.bootstrap,
         group_id=args.group,
         **settings,
+        **security_options(args),
     ) as consumer:
         if group:
             if args.pattern:

@@ -4,6 +4,10 @@ command words a bad number the same way."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from client.errors import ConfigError
+from client.security import SecurityConfig, SecurityOptions
 
 
 def non_negative_int(text: str) -> int:
@@ -21,3 +25,28 @@ def positive_int(text: str) -> int:
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def command_config(text: str) -> SecurityConfig:
+    """``--command-config FILE``: Kafka's client properties (security.protocol=SASL_SSL ...)."""
+    try:
+        return SecurityConfig.from_file(Path(text))
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_command_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--command-config", dest="command_config", type=command_config, metavar="FILE",
+        help="client properties for a secured listener, in Kafka's format: "
+        "security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-256, sasl.jaas.config=... "
+        "username=\"...\" password=\"...\", ssl.truststore.location=ca.pem (docs/security.md)",
+    )
+
+
+def security_options(args: argparse.Namespace) -> SecurityOptions:
+    """The security keyword arguments of the clients from ``--command-config`` (none: PLAINTEXT)."""
+    config: SecurityConfig | None = getattr(args, "command_config", None)
+    if config is None:
+        return {}
+    return config.options()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from client.admin import Admin
-from client.cli_args import positive_int
+from client.cli_args import add_command_config, positive_int, security_options
 from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
 from client.group_admin import (
     OFFSETS_TOPIC,
@@ -122,6 +122,7 @@ def add_cluster_parser(
         "--api-timeout-ms", dest="api_timeout_ms", type=positive_int, default=10_000,
         metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
     )
+    add_command_config(status)
     status.set_defaults(run=cmd_cluster_status)
 
     elect = actions.add_parser(
@@ -144,6 +145,7 @@ def add_cluster_parser(
         "--api-timeout-ms", dest="api_timeout_ms", type=positive_int, default=10_000,
         metavar="MS", help="how long to wait for brokers to answer (default: %(default)s)",
     )
+    add_command_config(elect)
     elect.set_defaults(run=cmd_cluster_elect_leaders)
 
 
@@ -201,7 +203,8 @@ def cmd_cluster_down(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
-    with GroupAdmin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
+    with GroupAdmin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms,
+                   **security_options(args)) as admin:
         health = cluster_health(admin.cluster_metadata())
         loads = admin.coordinator_loads()
     coordinators = coordinators_json(health, loads)
@@ -285,7 +288,8 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_cluster_elect_leaders(args: argparse.Namespace, output: Output) -> int:
-    with Admin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms) as admin:
+    with Admin(_status_bootstrap(args), timeout_ms=args.api_timeout_ms,
+                   **security_options(args)) as admin:
         wanted = None
         if args.topic:
             described = admin.describe_topics(args.topic)

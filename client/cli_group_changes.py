@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from client.cli_args import security_options
 from client.consumer import Consumer
 from client.group_admin import GroupAdmin
 from client.offset_reset import (
@@ -144,7 +145,8 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
     if args.export and args.json:
         usage.error("--export prints CSV: leave out --json")
     spec = _spec(args)
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                   **security_options(args)) as admin:
         try:
             group = admin.describe_group(args.group)
             state, members = group.state, len(group.members)
@@ -159,7 +161,7 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
         committed = {tp: c.offset for tp, c in admin.committed_offsets(args.group).items()}
     with Consumer(
         args.bootstrap, group_id=args.group, enable_auto_commit=False,
-        default_api_timeout_ms=args.api_timeout_ms,
+        default_api_timeout_ms=args.api_timeout_ms, **security_options(args),
     ) as consumer:
         partitions = partitions_to_reset(
             consumer, args.topic if spec.plan is None else plan_topics(spec.plan))
@@ -191,7 +193,8 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                   **security_options(args)) as admin:
         results = admin.delete_groups(args.groups)
     if args.json:
         output.json({g: None if e is None else str(e) for g, e in results.items()})
@@ -214,7 +217,8 @@ def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
 
 def cmd_groups_delete_offsets(args: argparse.Namespace, output: Output) -> int:
     """One row per partition: deleted, or why not (exit 1 if any was refused)."""
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                   **security_options(args)) as admin:
         try:
             results = admin.delete_offsets(args.group, args.topic, args.partitions)
         except GroupIdNotFoundError:

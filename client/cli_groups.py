@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from client.cli_args import security_options
 from client.cli_group_changes import add_group_change_parsers
 from client.cli_group_watch import add_watch_parser
 from client.group_admin import GroupAdmin, GroupDescription, MemberDescription, PartitionLag
@@ -76,7 +77,8 @@ def add_groups_parser(
 
 
 def _group_admin(args: argparse.Namespace) -> GroupAdmin:
-    return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms)
+    return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                   **security_options(args))
 
 
 def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from client.admin import Admin
-from client.cli_args import non_negative_int
+from client.cli_args import non_negative_int, security_options
 from client.records import TopicPartition
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -72,7 +72,8 @@ def _before_offset(text: str) -> int:
 
 
 def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
+    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                   **security_options(args))
 
 
 def cmd_records_delete(args: argparse.Namespace, output: Output) -> int:

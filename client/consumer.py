@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
+from typing import Unpack
 
 from client.coordinator_lookup import CoordinatorLookup
 from client.errors import (
@@ -44,6 +45,7 @@ from client.network import NetworkClient
 from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets
 from client.positions import FetchPositions, OffsetReset
 from client.records import ConsumerRecord, TopicPartition
+from client.security import SecurityConfig, SecurityOptions
 from client.subscription import ConsumerRebalanceListener, Subscription, SubscriptionKind
 from client.throttle import ThrottleStats
 from protocol.errors import OdradekError
@@ -80,6 +82,7 @@ class Consumer:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
         default_api_timeout_ms: int = 60_000,
+        **security: Unpack[SecurityOptions],
     ) -> None:
         for name, value, low in (
             ("fetch_min_bytes", fetch_min_bytes, 0),
@@ -108,7 +111,8 @@ class Consumer:
         self._backoff = retry_backoff_ms / 1000
         self._api_timeout = default_api_timeout_ms / 1000
         self._network = NetworkClient(
-            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(
             self._network,

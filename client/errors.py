@@ -33,6 +33,11 @@ class BrokerConnectionError(ClientError):
     retriable = True
 
 
+class SslHandshakeError(ClientError):
+    """The TLS handshake with a broker failed: its certificate is not trusted (ssl_cafile), does
+    not name the host (ssl_check_hostname), or the listener is not TLS. Retrying cannot help."""
+
+
 class NoBrokersAvailableError(ClientError):
     """None of the bootstrap or known brokers could be reached."""
 

@@ -5,6 +5,11 @@ a node's connection (connecting first if needed) and returns a ``Future`` of the
 response body; ``poll(timeout)`` moves bytes both ways and completes futures -- their callbacks
 run inside ``poll``. Nothing happens between calls: no thread runs behind the caller.
 
+On an SSL or SASL listener (``security``, client/security.py) a new connection does its TLS
+handshake and SASL login once, before its first request, blocking for at most
+``request_timeout_ms``; a refused certificate or login fails the connection's requests with that
+error (not retriable).
+
 Failures are per connection: a refused connect, a reset, an undecodable stream or a request past
 its deadline closes that connection, fails every request queued on it with a retriable error
 (``BrokerConnectionError`` or ``ClientTimeoutError``), and the node may be reconnected after an
@@ -18,6 +23,7 @@ import errno
 import os
 import selectors
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -32,14 +38,19 @@ from client.errors import (
     ConfigError,
     IllegalStateError,
     NoBrokersAvailableError,
+    SslHandshakeError,
 )
 from client.future import Future
+from client.security import SecurityConfig
 from protocol.apis import ApiKey
-from protocol.errors import ProtocolError
+from protocol.errors import OdradekError, ProtocolError, error_for
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from protocol.sasl import SaslClientMechanism, SaslMechanismError
 
 _RECV_BYTES = 1 << 20
 _SEND_BYTES = 4 << 20  # write at most this much per send() call, so huge buffers are not copied
+#: a non-blocking socket (plain or TLS) that cannot move bytes right now
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 class ConnectionState(Enum):
@@ -137,8 +148,11 @@ class NetworkClient:
         reconnect_backoff_max_ms: int = 1_000,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.client_id = client_id
+        self._security = security or SecurityConfig()
+        self._tls = self._security.tls_context()
         self.request_timeout = request_timeout_ms / 1000
         self._backoff = reconnect_backoff_ms / 1000
         self._backoff_max = reconnect_backoff_max_ms / 1000
@@ -315,9 +329,65 @@ class NetworkClient:
         if code:
             self._fail_connect(node, OSError(code, os.strerror(code)))
             return
+        if self._security.uses_tls or self._security.uses_sasl:
+            try:
+                self._secure(node)
+            except (OSError, ProtocolError, OdradekError, SaslMechanismError) as exc:
+                self._fail_secure(node, exc)
+                return
         node.move(ConnectionState.CONNECTED)
         node.failures = 0
         self._write(node)
+
+    def _secure(self, node: NodeConnection) -> None:
+        """The TLS handshake and the SASL login on a connected socket, before any request.
+        Done blocking, bounded by ``request_timeout_ms``, once per connection."""
+        sock = node.sock
+        assert sock is not None
+        self._selector.unregister(sock)
+        sock.settimeout(self.request_timeout)
+        if self._tls is not None:
+            node.sock = None  # wrap_socket takes the socket over, closing it on failure
+            sock = self._tls.wrap_socket(sock, server_hostname=node.host)
+            node.sock = sock
+        if self._security.uses_sasl:
+            self._log_in(sock)
+        sock.setblocking(False)
+        self._selector.register(sock, selectors.EVENT_WRITE, node)
+
+    def _log_in(self, sock: socket.socket) -> None:
+        security = self._security
+        assert security.sasl_plain_username and security.sasl_plain_password is not None
+        mechanism = SaslClientMechanism(security.sasl_mechanism, security.sasl_plain_username,
+                                        security.sasl_plain_password)
+        protocol = BrokerConnection(self.client_id, max_frame_bytes=self._max_frame)
+        answer = _exchange(sock, protocol, ApiKey.SASL_HANDSHAKE,
+                           {"mechanism": mechanism.mechanism})
+        if answer["error_code"]:
+            enabled = ", ".join(answer["mechanisms"]) or "none"
+            raise error_for(answer["error_code"], f"sasl_mechanism={mechanism.mechanism} is "
+                            f"not enabled on this listener (enabled: {enabled})")
+        token: bytes | None = mechanism.first()
+        while token is not None:
+            answer = _exchange(sock, protocol, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
+            if answer["error_code"]:
+                raise error_for(answer["error_code"],
+                                f"{answer['error_message']} (user {mechanism.username!r})")
+            token = mechanism.respond(answer["auth_bytes"])
+
+    def _fail_secure(self, node: NodeConnection, exc: Exception) -> None:
+        """A refused login or certificate is not retried sooner than any other failure, and
+        its requests fail with the error itself (not retriable): asking again cannot help."""
+        node.failures += 1
+        error: Exception
+        if isinstance(exc, ssl.SSLError):
+            error = SslHandshakeError(f"TLS with {node.address} failed: {exc.reason or exc}")
+        elif isinstance(exc, OdradekError | SaslMechanismError) and not isinstance(
+                exc, ProtocolError):
+            error = exc
+        else:
+            error = BrokerConnectionError(f"cannot log in to {node.address}: {exc}")
+        self._close_node(node, error)
 
     def _fail_connect(self, node: NodeConnection, exc: OSError) -> None:
         node.failures += 1
@@ -331,7 +401,7 @@ class NetworkClient:
         while node.out:
             try:
                 sent = sock.send(memoryview(node.out)[:_SEND_BYTES])
-            except (BlockingIOError, InterruptedError):
+            except _WOULD_BLOCK:
                 break
             except OSError as exc:
                 self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
@@ -348,7 +418,7 @@ class NetworkClient:
         while True:
             try:
                 data = sock.recv(_RECV_BYTES)
-            except (BlockingIOError, InterruptedError):
+            except _WOULD_BLOCK:
                 return
             except OSError as exc:
                 self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
@@ -371,7 +441,10 @@ class NetworkClient:
                     pending.future.succeed(response.body)
                 else:
                     pending.future.fail(response.error)
-            if node.sock is not sock or len(data) < _RECV_BYTES:
+            if node.sock is not sock:
+                return
+            # a TLS socket gives one record per recv: the next may be decrypted already
+            if len(data) < _RECV_BYTES and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
                 return
 
     def _watch(self, node: NodeConnection) -> None:
@@ -417,3 +490,16 @@ class NetworkClient:
         if was_open:
             for listener in list(self.closed_listeners):
                 listener(node.node_id)
+
+
+def _exchange(sock: socket.socket, protocol: BrokerConnection, api: ApiKey,
+              body: dict[str, Any]) -> dict[str, Any]:
+    """One request and its answer on a blocking socket (the SASL login)."""
+    protocol.send_request(api, body)
+    sock.sendall(protocol.data_to_send())
+    while True:
+        data = sock.recv(_RECV_BYTES)
+        if not data:
+            raise BrokerConnectionError(f"the broker closed the connection during {api.name}")
+        for response in protocol.receive_data(data):
+            return response.unwrap()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from time import time_ns as _time_ns
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from client.accumulator import RecordAccumulator
 from client.batch import ProducerBatch, RecordFuture
@@ -43,6 +43,7 @@ from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.partitioner import DefaultPartitioner, Partitioner
 from client.records import TopicPartition
+from client.security import SecurityConfig, SecurityOptions
 from client.throttle import ThrottleStats
 from protocol.apis import ApiKey
 from protocol.compression import Codec
@@ -92,6 +93,7 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         metadata_max_age_ms: int = 300_000,
         partitioner: Partitioner | None = None,
+        **security: Unpack[SecurityOptions],
     ) -> None:
         self.acks = parse_acks(acks)
         try:
@@ -122,7 +124,8 @@ class Producer:
         self._max_in_flight = max_in_flight_requests_per_connection
         self._clock = time.monotonic
         self._network = NetworkClient(
-            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms
+            bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(
             self._network,

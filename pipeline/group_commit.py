@@ -17,6 +17,7 @@ from client.errors import ClientTimeoutError, partition_error
 from client.group_offsets import offset_commit_body
 from client.network import NetworkClient
 from client.records import TopicPartition
+from client.security import SecurityConfig
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, OdradekError, error_for
 
@@ -32,11 +33,13 @@ _BACKOFF = 0.1
 
 
 class GroupCommitter:
-    def __init__(self, bootstrap: str, group_id: str, *, timeout_ms: int = 10_000) -> None:
+    def __init__(self, bootstrap: str, group_id: str, *, timeout_ms: int = 10_000,
+                 security: SecurityConfig | None = None) -> None:
         self.group_id = group_id
         self._timeout = timeout_ms / 1000
         self._network = NetworkClient(
-            bootstrap, client_id="odradek-spark", request_timeout_ms=timeout_ms
+            bootstrap, client_id="odradek-spark", request_timeout_ms=timeout_ms,
+            security=security,
         )
         self._coordinator: int | None = None
 

@@ -30,7 +30,8 @@ class OffsetReader:
     @property
     def admin(self) -> Admin:
         if self._admin is None:
-            self._admin = Admin(self.options.bootstrap, client_id="odradek-spark")
+            self._admin = Admin(self.options.bootstrap, client_id="odradek-spark",
+                                **self.options.security.options())
         return self._admin
 
     def close(self) -> None:

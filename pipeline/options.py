@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar, Literal
 
@@ -21,6 +21,7 @@ from client.network import parse_bootstrap
 from client.offsets import EARLIEST, LATEST
 from client.producer import parse_acks
 from client.records import TopicPartition
+from client.security import PROPERTY_KEYS, SecurityConfig
 from pipeline.offsets import OffsetsFormatError, offsets_from_json
 from protocol.compression import Codec
 
@@ -61,6 +62,8 @@ OPTIONS: dict[str, frozenset[Operation]] = {
     "kafka.compression.type": frozenset({Operation.WRITE}),
     "kafka.linger.ms": frozenset({Operation.WRITE}),
     "kafka.batch.size": frozenset({Operation.WRITE}),
+    # security, as Spark's Kafka source passes them to its clients (docs/security.md)
+    **{f"kafka.{key}": _ALL for key in PROPERTY_KEYS},
 }
 _CANONICAL = {name.lower(): name for name in OPTIONS}
 # Spark's own options, which it passes on to the source with the user's; not ours to check.
@@ -110,6 +113,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     group_id: str | None
     poll_timeout_ms: int
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class WriteOptions:
     compression: Codec = Codec.NONE
     linger_ms: int = 0
     batch_bytes: int = _BATCH_BYTES
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -146,6 +151,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fail_on_data_loss=_bool(given, "failOnDataLoss", default=True),
         group_id=group_id,
         poll_timeout_ms=_int(given, "kafkaConsumer.pollTimeoutMs", low=1) or _POLL_TIMEOUT_MS,
+        security=_security(given),
     )
 
 
@@ -169,6 +175,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         compression=compression,
         linger_ms=_int(given, "kafka.linger.ms", low=0) or 0,
         batch_bytes=_int(given, "kafka.batch.size", low=1) or _BATCH_BYTES,
+        security=_security(given),
     )
 
 
@@ -190,6 +197,16 @@ def _canonical(options: Mapping[str, str], operation: Operation) -> dict[str, st
             raise OptionError(name, f"applies to a {allowed}, not a {operation.value}")
         given[name] = value
     return given
+
+
+def _security(given: dict[str, str]) -> SecurityConfig:
+    """``kafka.security.protocol``, ``kafka.sasl.jaas.config`` ...: the clients' security."""
+    keys = {name: name.removeprefix("kafka.") for name in given
+            if name.removeprefix("kafka.") in PROPERTY_KEYS}
+    try:
+        return SecurityConfig.from_mapping({key: given[name] for name, key in keys.items()})
+    except ConfigError as exc:
+        raise OptionError(next(iter(keys), "kafka.security.protocol"), str(exc)) from None
 
 
 def _bootstrap(given: dict[str, str]) -> str:

@@ -37,6 +37,7 @@ def read_range(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]
         auto_offset_reset="none",
         max_poll_records=_MAX_POLL_RECORDS,
         partition_fetch_bytes=4 * 1024 * 1024,
+        **options.security.options(),
     ) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, r.start)

@@ -119,7 +119,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if group_id is None or not processed or processed == self._committed:
             return
         if self._committer is None:
-            self._committer = GroupCommitter(self.options.bootstrap, group_id)
+            self._committer = GroupCommitter(self.options.bootstrap, group_id,
+                                             security=self.options.security)
         try:
             self._committer.commit(processed)
         except OdradekError as exc:

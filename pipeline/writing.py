@@ -87,6 +87,7 @@ def produce(
         compression=options.compression,
         linger_ms=options.linger_ms,
         batch_bytes=options.batch_bytes,
+        **options.security.options(),
     ) as producer:
         waiting: list[RecordFuture] = []
         send = producer.send

@@ -243,6 +243,8 @@ _BROKERS = "sent by brokers"
 #: principal holds every listed ACL that applies; the order is the order of the checks.
 API_ACLS: dict[ApiKey, tuple[AclCheck, ...]] = {
     ApiKey.API_VERSIONS: (),
+    ApiKey.SASL_HANDSHAKE: (),  # before authentication: there is no principal to check yet
+    ApiKey.SASL_AUTHENTICATE: (),
     ApiKey.METADATA: (
         _c(_DESC, _TOPIC, "only the topics the principal may describe are listed"),
         _c(_C, _CLUSTER, "to auto-create a missing topic (or Create on the topic)"),
@@ -294,6 +296,8 @@ API_ACLS: dict[ApiKey, tuple[AclCheck, ...]] = {
     ApiKey.DELETE_ACLS: (_c(_A, _CLUSTER),),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (_c(_DC, _CLUSTER),),
     ApiKey.ALTER_CLIENT_QUOTAS: (_c(_AC, _CLUSTER),),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_c(_DESC, _CLUSTER),),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_c(_A, _CLUSTER),),
 }
 assert set(API_ACLS) == set(ApiKey), "every API needs a row in API_ACLS"
 

@@ -41,12 +41,14 @@ class ApiKey(IntEnum):
     LEAVE_GROUP = 13
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     OFFSETS_FOR_LEADER_EPOCH = 23
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     DESCRIBE_CONFIGS = 32
     CREATE_PARTITIONS = 37
     ELECT_LEADERS = 43
@@ -59,6 +61,8 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 @dataclass(frozen=True)
@@ -516,8 +520,14 @@ LEADER_AND_ISR_FIELDS = (
     _f("zk_version", INT32, "version of the partition's state znode"),
     _f("replicas", Array(INT32), "every replica, the preferred leader first"),
 )
-LIVE_BROKER = _s("LiveBroker", _f("node_id", INT32), _f("host", STRING), _f("port", INT32),
-                 _f("rack", NSTRING))
+LIVE_BROKER = _s("LiveBroker", _f("node_id", INT32),
+                 _f("host", STRING, "the inter-broker listener's host"),
+                 _f("port", INT32, "the inter-broker listener's port"),
+                 _f("rack", NSTRING),
+                 _f("endpoints", Array(_s("BrokerEndpoint",
+                                          _f("listener", STRING, "PLAINTEXT, SSL, ..."),
+                                          _f("host", STRING), _f("port", INT32))),
+                    "every listener, as advertised: clients are given the one they came in on"))
 TOPIC_PARTITION = _s("TopicPartition", _f("topic", STRING), PARTITION)
 PARTITION_ERROR = _s("PartitionError", _f("topic", STRING), PARTITION, ERROR_CODE)
 
@@ -714,6 +724,65 @@ ALTER_CLIENT_QUOTAS = Api(
     "user+default client-id, default user, client-id, default client-id.",
 )
 
+# ------------------------------------------------------------------------------- SASL and users
+SASL_HANDSHAKE = Api(
+    ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 0,
+    _s("SaslHandshakeRequest", _f("mechanism", STRING, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")),
+    _s("SaslHandshakeResponse", ERROR_CODE,
+       _f("mechanisms", Array(STRING), "the mechanisms enabled on this listener")),
+    "The first request on a SASL listener (after ApiVersions, if any): choose the mechanism. "
+    "UNSUPPORTED_SASL_MECHANISM lists the enabled ones; a second handshake is "
+    "ILLEGAL_SASL_STATE. Until authenticated, any other request closes the connection.",
+)
+
+SASL_AUTHENTICATE = Api(
+    ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 0,
+    _s("SaslAuthenticateRequest",
+       _f("auth_bytes", BYTES, "the mechanism's next client message (PLAIN: "
+          "authzid NUL user NUL password; SCRAM: client-first, then client-final)")),
+    _s("SaslAuthenticateResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("auth_bytes", BYTES, "the mechanism's next server message (empty for PLAIN)"),
+       _f("session_lifetime_ms", INT64, "0: the session does not expire")),
+    "One step of the chosen mechanism (Kafka's v1 flow: the tokens travel in these requests). "
+    "SASL_AUTHENTICATION_FAILED closes the connection after the answer; before a handshake, "
+    "ILLEGAL_SASL_STATE.",
+)
+
+SCRAM_MECHANISM = _f("mechanism", STRING, "SCRAM-SHA-256 or SCRAM-SHA-512")
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0,
+    _s("DescribeUserScramCredentialsRequest",
+       _f("users", Array(STRING, nullable=True), "users to describe; null for all")),
+    _s("DescribeUserScramCredentialsResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("results", Array(_s("DescribeUserScramCredentialsResult",
+                              _f("user", STRING), ERROR_CODE, ERROR_MESSAGE,
+                              _f("credential_infos", Array(_s(
+                                  "CredentialInfo", SCRAM_MECHANISM,
+                                  _f("iterations", INT32)))))))),
+    "Which SCRAM credentials users have: names, mechanisms and iteration counts only, never "
+    "salts or keys. RESOURCE_NOT_FOUND for a user named that has none.",
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0,
+    _s("AlterUserScramCredentialsRequest",
+       _f("deletions", Array(_s("ScramCredentialDeletion", _f("name", STRING),
+                                SCRAM_MECHANISM))),
+       _f("upsertions", Array(_s("ScramCredentialUpsertion", _f("name", STRING),
+                                 SCRAM_MECHANISM,
+                                 _f("iterations", INT32),
+                                 _f("salt", BYTES),
+                                 _f("stored_key", BYTES, "H(HMAC(salted password, 'Client Key'))"),
+                                 _f("server_key", BYTES, "HMAC(salted password, 'Server Key')"))))),
+    _s("AlterUserScramCredentialsResponse",
+       _f("results", Array(_s("AlterUserScramCredentialsResult", _f("user", STRING),
+                              ERROR_CODE, ERROR_MESSAGE)))),
+    "Create, replace or delete users' SCRAM credentials (KIP-554). The client derives the "
+    "stored and server keys from the password, so neither the password nor the salted "
+    "password travels. RESOURCE_NOT_FOUND when deleting a credential that does not exist; "
+    "UNACCEPTABLE_CREDENTIAL for iterations outside 4096-16384 or empty keys.",
+)
+
 REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
@@ -725,7 +794,8 @@ REGISTRY: dict[ApiKey, Api] = {
         UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
         OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
-        DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS,
+        DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
+        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

@@ -561,15 +561,16 @@ reads it and, told apart by the first 8 bytes, a payload that is one raw snappy 
 
 ### lz4: independent blocks, and the magic 0 header checksum
 
-The payload is one LZ4 frame of independent blocks of at most 64 KiB: FLG `0x60` (version 01,
-block independence, no block or content checksum, no content size) and BD `0x40` (64 KiB blocks),
-as Kafka's own writer; Kafka's reader refuses linked blocks ("Dependent block stream is
-unsupported"), so they are never written, and a produced frame of linked blocks (FLG `0x48`, say)
-is refused with CORRUPT_MESSAGE, as Kafka's broker refuses it; segments written before this rule
-may hold such frames, and odradek still reads them. The header checksum (HC, the byte after BD) is byte 1 of
+The payload is one LZ4 frame of independent blocks of at most 64 KiB: FLG `0x60` (version 01, block
+independence, no block or content checksum, no content size) and BD `0x40` (64 KiB blocks), as
+Kafka's own writer; Kafka's reader refuses linked blocks ("Dependent block stream is unsupported"),
+so they are never written, and a produced frame of linked blocks (FLG `0x48`, say) is refused with
+CORRUPT_MESSAGE, as Kafka's broker refuses it; segments written before this rule may hold such
+frames, and odradek still reads them. The header checksum (HC, the byte after BD) is byte 1 of
 xxHash32 (seed 0) over FLG and BD. In **magic 0** it is the one Kafka 0.8/0.9 wrote, over the
 4-byte magic number too (KAFKA-3160): odradek writes it so in magic 0 wrappers and reads either
-there; magic 1 uses and requires the correct one. Example: `hello` in magic 1, then in magic 0
+there; magic 1 uses and requires the correct one.
+Example: `hello` in magic 1, then in magic 0
 (only HC, the 7th byte, differs):
 
 ```

@@ -59,6 +59,8 @@ class ErrorCode(IntEnum):
     GROUP_AUTHORIZATION_FAILED = 30
     CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
     UNSUPPORTED_VERSION = 35
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
@@ -68,6 +70,7 @@ class ErrorCode(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     SECURITY_DISABLED = 54
+    SASL_AUTHENTICATION_FAILED = 58
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
@@ -75,6 +78,8 @@ class ErrorCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
+    RESOURCE_NOT_FOUND = 91
+    UNACCEPTABLE_CREDENTIAL = 93
     UNKNOWN_ASSIGNMENT_STRATEGY = 200
     UNSUPPORTED_API = 201
 
@@ -234,6 +239,24 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: _i(
         "", True, "The request names a leader epoch newer than the leader's own (it has not "
         "caught up with the controller yet)."
+    ),
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: _i(
+        "", False, "The SASL mechanism asked for is not enabled on this listener."
+    ),
+    ErrorCode.ILLEGAL_SASL_STATE: _i(
+        "", False, "A SASL request came out of order (SaslAuthenticate before SaslHandshake, or "
+        "a second handshake)."
+    ),
+    ErrorCode.SASL_AUTHENTICATION_FAILED: _i(
+        "", False, "Authentication failed: unknown user or wrong password. The broker closes "
+        "the connection."
+    ),
+    ErrorCode.RESOURCE_NOT_FOUND: _i(
+        "", False, "The user (or other resource) named does not exist."
+    ),
+    ErrorCode.UNACCEPTABLE_CREDENTIAL: _i(
+        "", False,
+        "A SCRAM credential was refused (iterations out of range, empty salt or keys).",
     ),
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: _i(
         "", False, "The group's members are subscribed to the topic, so its committed offsets "
@@ -491,6 +514,26 @@ class FencedLeaderEpochError(BrokerError):
 
 class UnknownLeaderEpochError(BrokerError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class IllegalSaslStateError(BrokerError):
+    code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class ResourceNotFoundError(BrokerError):
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class UnacceptableCredentialError(BrokerError):
+    code = ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
 class GroupSubscribedToTopicError(BrokerError):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 _LISTENING = re.compile(r"^odradek broker (\d+) listening on (\S+):(\d+)$")
+_LISTENER = re.compile(r"^odradek broker \d+ listener (\S+) on \S+:(\d+)$")
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +57,8 @@ class BrokerProcess:
         self.extra_args = list(extra_args)
         self.max_open_files = max_open_files
         self.port = 0
+        #: the port of each listener by name, when the ``listeners`` setting names several
+        self.listener_ports: dict[str, int] = {}
         self.host = "127.0.0.1"
         self.node_id: int | None = None
         self.returncode: int | None = None
@@ -133,6 +136,13 @@ class BrokerProcess:
                 f"{self.log_text()}"
             )
         self.node_id, self.host, self.port = int(match[1]), match[2], int(match[3])
+        listeners = [item for item in str(self.settings.get("listeners", "")).split(",") if item]
+        self.listener_ports = {}
+        if len(listeners) > 1:
+            for _ in listeners:
+                found = _LISTENER.match(lines.get(timeout=timeout) or "")
+                assert found is not None, "a listener line for each listener"
+                self.listener_ports[found[1]] = int(found[2])
         return self
 
     def _limit_open_files(self) -> None:

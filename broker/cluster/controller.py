@@ -34,7 +34,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller_model import Change, ControllerModel, TopicPartition
-from broker.cluster.links import RequestQueue
+from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
@@ -726,7 +726,8 @@ class Controller:
     def _open_queue(self, broker_id: int, reg: zk.BrokerRegistration) -> None:
         queue = RequestQueue(broker_id, reg.host, reg.port,
                              client_id=f"controller-{self.broker_id}",
-                             timeout=self.settings.controller_socket_timeout_ms / 1000)
+                             timeout=self.settings.controller_socket_timeout_ms / 1000,
+                             security=LinkSecurity.of(self.settings))
         self._queues[broker_id] = queue
         assert self._nursery is not None
         self._nursery.start_soon(queue.run)

@@ -339,4 +339,6 @@ class ControllerModel:
 
     @staticmethod
     def _broker_entry(b: BrokerRegistration) -> dict[str, Any]:
-        return {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+        return {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                "endpoints": [{"listener": name, "host": host, "port": port}
+                              for name, host, port in b.listeners]}

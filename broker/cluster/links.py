@@ -12,15 +12,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import ssl
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 import trio
 
+from broker.security.setup import client_tls_context
+from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ProtocolError
+from protocol.errors import BrokerError, ErrorCode, ProtocolError, error_for
 from protocol.framing import FrameDecoder
+from protocol.sasl import SaslClientMechanism, SaslMechanismError
 from protocol.wire import decode_response_body, decode_response_envelope, encode_request
 
 log = structlog.get_logger(__name__)
@@ -33,13 +38,66 @@ class LinkError(Exception):
     """The connection failed or answered something unreadable; the request may be retried."""
 
 
+@dataclass(frozen=True, repr=False)
+class LinkSecurity:
+    """How this broker connects to the inter-broker listener of the others: TLS trusting
+    ``ssl_cafile``, and a SASL login with the broker's own credentials (never logged)."""
+
+    tls: ssl.SSLContext | None
+    settings: BrokerSettings
+
+    @classmethod
+    def of(cls, settings: BrokerSettings) -> LinkSecurity:
+        protocol = settings.inter_broker_endpoint.protocol
+        return cls(client_tls_context(settings) if protocol.uses_tls else None, settings)
+
+    def __repr__(self) -> str:
+        return f"LinkSecurity({self.settings.inter_broker_endpoint.name})"
+
+    async def connect(self, host: str, port: int, link: BrokerLink) -> trio.abc.Stream:
+        stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+        if self.tls is not None:
+            tls = trio.SSLStream(stream, self.tls, server_hostname=host)
+            await tls.do_handshake()
+            stream = tls
+        if self.settings.inter_broker_endpoint.protocol.uses_sasl:
+            await self._log_in(stream, link)
+        return stream
+
+    async def _log_in(self, stream: trio.abc.Stream, link: BrokerLink) -> None:
+        settings = self.settings
+        password = settings.inter_broker_sasl_password
+        assert settings.inter_broker_sasl_username and password  # checked by load_settings
+        mechanism = SaslClientMechanism(settings.sasl_mechanism_inter_broker_protocol,
+                                        settings.inter_broker_sasl_username, password.reveal())
+        answer = await link.exchange(stream, ApiKey.SASL_HANDSHAKE,
+                                     {"mechanism": mechanism.mechanism})
+        if answer["error_code"]:
+            raise LinkError(f"SASL handshake refused: {ErrorCode(answer['error_code']).name}")
+        token: bytes | None = mechanism.first()
+        while token is not None:
+            answer = await link.exchange(stream, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
+            if answer["error_code"]:
+                # a misconfiguration replication cannot get past: say so above debug level
+                log.warning("inter_broker.login_refused", user=mechanism.username,
+                            mechanism=mechanism.mechanism, peer=f"{link.host}:{link.port}")
+                raise LinkError(f"SASL login as {mechanism.username!r} refused: "
+                                f"{error_for(answer['error_code'], answer['error_message'])}")
+            try:
+                token = mechanism.respond(answer["auth_bytes"])
+            except SaslMechanismError as exc:
+                raise LinkError(str(exc)) from None
+
+
 class BrokerLink:
-    def __init__(self, host: str, port: int, *, client_id: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout: float,
+                 security: LinkSecurity | None = None) -> None:
         self.host = host
         self.port = port
         self._client_id = client_id
         self._timeout = timeout
-        self._stream: trio.SocketStream | None = None
+        self._security = security
+        self._stream: trio.abc.Stream | None = None
         self._decoder = FrameDecoder()
         self._ids = itertools.count(1)
 
@@ -47,25 +105,32 @@ class BrokerLink:
                       ) -> dict[str, Any]:
         """Send one request and wait for its answer. LinkError on connection trouble (the
         connection is dropped); a request-level error answer raises its BrokerError."""
-        correlation_id = next(self._ids) & 0x7FFFFFFF
-        frame = encode_request(api, version, correlation_id, self._client_id, body)
         try:
             with trio.fail_after(self._timeout):
                 if self._stream is None:
-                    self._stream = await trio.open_tcp_stream(self.host, self.port)
                     self._decoder = FrameDecoder()
-                await self._stream.send_all(frame)
-                payload = await self._next_frame(self._stream)
-            got_id, body_value = decode_response_envelope(payload)
-            if got_id != correlation_id:
-                raise LinkError(f"answer to request {got_id}, expected {correlation_id}")
-            return decode_response_body(api, version, body_value)
+                    if self._security is None:
+                        self._stream = await trio.open_tcp_stream(self.host, self.port)
+                    else:
+                        self._stream = await self._security.connect(self.host, self.port, self)
+                return await self.exchange(self._stream, api, body, version=version)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError,
                 LinkError) as exc:
             await self.aclose()
             raise LinkError(f"{self.host}:{self.port}: {type(exc).__name__}: {exc}") from None
 
-    async def _next_frame(self, stream: trio.SocketStream) -> bytes:
+    async def exchange(self, stream: trio.abc.Stream, api: ApiKey, body: dict[str, Any], *,
+                       version: int = 0) -> dict[str, Any]:
+        """One request and its answer on ``stream``."""
+        correlation_id = next(self._ids) & 0x7FFFFFFF
+        await stream.send_all(encode_request(api, version, correlation_id, self._client_id, body))
+        payload = await self._next_frame(stream)
+        got_id, body_value = decode_response_envelope(payload)
+        if got_id != correlation_id:
+            raise LinkError(f"answer to request {got_id}, expected {correlation_id}")
+        return decode_response_body(api, version, body_value)
+
+    async def _next_frame(self, stream: trio.abc.Stream) -> bytes:
         while True:
             payload = self._decoder.next_frame()
             if payload is not None:
@@ -91,9 +156,10 @@ class RequestQueue:
     BrokerError of a request-level refusal."""
 
     def __init__(self, broker_id: int, host: str, port: int, *, client_id: str,
-                 timeout: float) -> None:
+                 timeout: float, security: LinkSecurity | None = None) -> None:
         self.broker_id = broker_id
-        self.link = BrokerLink(host, port, client_id=client_id, timeout=timeout)
+        self.link = BrokerLink(host, port, client_id=client_id, timeout=timeout,
+                               security=security)
         self._send, self._receive = trio.open_memory_channel[
             tuple[ApiKey, dict[str, Any], Answer | None]](math.inf)
 

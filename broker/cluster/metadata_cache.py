@@ -23,6 +23,13 @@ class LiveBroker:
     host: str
     port: int
     rack: str | None = None
+    #: advertised (host, port) by listener name
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def address_for(self, listener: str) -> tuple[str, int]:
+        """Where a client that came in on ``listener`` reaches this broker (Kafka: the same
+        listener's endpoint; the inter-broker address if it has none)."""
+        return self.endpoints.get(listener, (self.host, self.port))
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,9 @@ class MetadataCache:
         self.controller_id = body["controller_id"]
         self.controller_epoch = body["controller_epoch"]
         self.brokers = {
-            b["node_id"]: LiveBroker(b["node_id"], b["host"], b["port"], b["rack"])
+            b["node_id"]: LiveBroker(b["node_id"], b["host"], b["port"], b["rack"],
+                                     {e["listener"]: (e["host"], e["port"])
+                                      for e in b["endpoints"]})
             for b in body["live_brokers"]
         }
         partitions: dict[str, dict[int, PartitionView]] = {}

@@ -35,7 +35,7 @@ from broker.cluster.controller import (
     NotControllerAnyMore,
     try_to_become_controller,
 )
-from broker.cluster.links import BrokerLink, LinkError
+from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.placement import (
     BrokerSlot,
@@ -96,6 +96,7 @@ class ClusterNode:
         self.directory_id = ""
         self.host = ""
         self.port = 0
+        self.endpoints: tuple[tuple[str, str, int], ...] = ()
         self.controller: Controller | None = None
         self._topics: Topics | None = None
         self._groups: GroupDriver | None = None  # set by ``attach``
@@ -138,11 +139,15 @@ class ClusterNode:
         return zk.decode_cluster_id(data)
 
     def attach(self, *, broker_id: int, directory_id: str, host: str, port: int,
+               endpoints: tuple[tuple[str, str, int], ...] = (),
                topics: Topics, groups: GroupDriver, purgatory: FetchPurgatory) -> None:
+        """``host``/``port``: the inter-broker listener's address; ``endpoints`` every listener
+        (name, host, port), as advertised; none: only PLAINTEXT at host:port."""
         self.broker_id = broker_id
         self.directory_id = directory_id
         self.host = host
         self.port = port
+        self.endpoints = endpoints
         self._topics = topics
         self._groups = groups
         self._purgatory = purgatory
@@ -222,7 +227,8 @@ class ClusterNode:
 
     async def _register(self) -> None:
         registration = zk.BrokerRegistration(
-            self.broker_id, self.host, self.port, self.settings.broker_rack, self.directory_id)
+            self.broker_id, self.host, self.port, self.settings.broker_rack, self.directory_id,
+            endpoints=self.endpoints)
         path = zk.broker_path(self.broker_id)
         deadline = trio.current_time() + self.settings.zookeeper_session_timeout_ms / 1000 + 10
         while True:
@@ -416,7 +422,8 @@ class ClusterNode:
                     break
             elif target is not None:
                 link = BrokerLink(target.host, target.port, client_id=f"broker-{self.broker_id}",
-                                  timeout=self.settings.controller_socket_timeout_ms / 1000)
+                                  timeout=self.settings.controller_socket_timeout_ms / 1000,
+                                  security=LinkSecurity.of(self.settings))
                 try:
                     answer = await link.request(ApiKey.CONTROLLED_SHUTDOWN,
                                                 {"broker_id": self.broker_id})

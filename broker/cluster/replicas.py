@@ -31,7 +31,7 @@ import trio
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from broker.cluster import zk_layout as zk
-from broker.cluster.links import BrokerLink, LinkError
+from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.log import PartitionLog
 from broker.log.entries import entry_size_at
 from protocol.apis import ApiKey
@@ -92,6 +92,7 @@ class ReplicaManager:
         self.broker_id = broker_id
         self._zoo = zoo
         self._settings = settings
+        self.link_security = LinkSecurity.of(settings)
         self._wake_fetches = on_high_watermark
         self._address = broker_address
         self._clock = clock
@@ -358,7 +359,8 @@ class ReplicaFetcher:
         self.manager = manager
         self.leader = leader
         self.link = BrokerLink(host, port, client_id=f"replica-fetcher-{manager.broker_id}",
-                               timeout=FETCH_MAX_WAIT_MS / 1000 + 30)
+                               timeout=FETCH_MAX_WAIT_MS / 1000 + 30,
+                               security=manager.link_security)
         self.partitions: dict[TopicPartition, Replica] = {}
         self._wanted = trio.Event()
         self._fetching: trio.CancelScope | None = None

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.security.listeners import parse_endpoints
+
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -120,14 +122,21 @@ class BrokerRegistration:
     #: this same directory's previous process is stale, one from another directory is a clash
     directory_id: str = ""
     timestamp: str = field(default_factory=_now_ms)
+    #: every listener as advertised, (name, host, port); empty: PLAINTEXT at host:port alone.
+    #: host and port are the inter-broker listener's.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def listeners(self) -> tuple[tuple[str, str, int], ...]:
+        return self.endpoints or (("PLAINTEXT", self.host, self.port),)
 
     def encode(self) -> bytes:
         return _dump({
             "version": 4,
             "host": self.host,
             "port": self.port,
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"{name}://{host}:{port}" for name, host, port in self.listeners],
+            "listener_security_protocol_map": {name: name for name, _, _ in self.listeners},
             "jmx_port": -1,
             "rack": self.rack,
             "timestamp": self.timestamp,
@@ -139,8 +148,14 @@ class BrokerRegistration:
         path = broker_path(broker_id)
         doc = _load(path, data)
         try:
-            return cls(broker_id, str(doc["host"]), int(doc["port"]), doc.get("rack"),
-                       str(doc.get("directory_id", "")), str(doc.get("timestamp", "")))
+            host, port = str(doc["host"]), int(doc["port"])
+            endpoints = tuple((e.name, e.host, e.port) for e in parse_endpoints(
+                ",".join(doc.get("endpoints", []))))
+            if endpoints == (("PLAINTEXT", host, port),):
+                endpoints = ()
+            return cls(broker_id, host, port, doc.get("rack"),
+                       str(doc.get("directory_id", "")), str(doc.get("timestamp", "")),
+                       endpoints)
         except (KeyError, TypeError, ValueError) as exc:
             raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None
 

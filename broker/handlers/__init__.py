@@ -22,6 +22,7 @@ from broker.handlers import (
     produce,
     quotas,
     records,
+    security,
     topics,
 )
 from coordinator import GroupCoordinator
@@ -57,6 +58,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_ACLS: acls.delete_acls,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
+    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

@@ -9,6 +9,7 @@ from typing import Any
 from broker.cluster.node import ClusterNode
 from broker.context import CLIENT_CONNECTION, BrokerContext
 from broker.handlers.group_authorization import authorized
+from broker.handlers.metadata import broker_address, own_address
 from coordinator import OFFSETS_TOPIC
 from protocol.acls import ResourceType
 from protocol.apis import ApiKey
@@ -35,8 +36,7 @@ async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, An
             f"no broker leads the __consumer_offsets partition of group {group_id!r}",
         )
     return {
-        "error_code": ErrorCode.NONE, "error_message": None,
-        "node_id": ctx.broker_id, "host": ctx.settings.advertised, "port": ctx.port,
+        "error_code": ErrorCode.NONE, "error_message": None, **own_address(ctx),
     }
 
 
@@ -59,8 +59,7 @@ async def _cluster_coordinator(
             ErrorCode.COORDINATOR_NOT_AVAILABLE,
             f"{OFFSETS_TOPIC} partition {partition} of group {group_id!r} has no live leader",
         )
-    return {"error_code": ErrorCode.NONE, "error_message": None,
-            "node_id": leader.node_id, "host": leader.host, "port": leader.port}
+    return {"error_code": ErrorCode.NONE, "error_message": None, **broker_address(leader)}
 
 
 async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:

@@ -4,13 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.cluster.metadata_cache import LiveBroker
 from broker.cluster.node import ClusterNode
-from broker.context import BrokerContext
+from broker.context import CLIENT_CONNECTION, BrokerContext
 from broker.topics import Topic, check_topic_name, is_internal
 from protocol.acls import ResourceType
 from protocol.apis import REGISTRY, ApiKey
 from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
+
+
+def client_listener() -> str:
+    """The listener the request's connection came in on: brokers are named by their address
+    on that same listener, as Kafka does."""
+    connection = CLIENT_CONNECTION.get()
+    return "PLAINTEXT" if connection is None else connection.listener
+
+
+def own_address(ctx: BrokerContext) -> dict[str, Any]:
+    """Embedded mode: this broker on the client's listener."""
+    listener = client_listener()
+    host, port = ctx.settings.advertised_endpoint(
+        listener, ctx.listener_ports.get(listener, ctx.port))
+    return {"node_id": ctx.broker_id, "host": host, "port": port}
+
+
+def broker_address(broker: LiveBroker) -> dict[str, Any]:
+    """Cluster mode: a live broker on the client's listener."""
+    host, port = broker.address_for(client_listener())
+    return {"node_id": broker.node_id, "host": host, "port": port}
 
 
 async def api_versions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
@@ -72,7 +94,7 @@ async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             described.append(_topic_metadata(ctx, topic))
     me = ctx.broker_id
     return {
-        "brokers": [{"node_id": me, "host": ctx.settings.advertised, "port": ctx.port}],
+        "brokers": [own_address(ctx)],
         "cluster_id": ctx.identity.cluster_id,
         "controller_id": me,
         "topics": described,
@@ -123,8 +145,7 @@ async def _cluster_metadata(
             ],
         })
     return {
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port}
-                    for _, b in sorted(cache.brokers.items())],
+        "brokers": [broker_address(b) for _, b in sorted(cache.brokers.items())],
         "cluster_id": ctx.identity.cluster_id,
         "controller_id": cache.controller_id,
         "topics": described,

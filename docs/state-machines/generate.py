@@ -5,8 +5,9 @@
 
 The loader and group machines come from ``coordinator.loader_state`` and
 ``coordinator.group_state``, the consumer's from ``client.group_state``, the cluster
-controller's partition machine from ``broker.cluster.partition_state`` (which imports only
-``coordinator.statemachine``: no trio, no ZooKeeper client): states, descriptions,
+controller's partition machine from ``broker.cluster.partition_state`` and the SASL exchange's
+from ``broker.security.sasl_state`` (both import only ``coordinator.statemachine``: no trio, no
+ZooKeeper client): states, descriptions,
 every transition row (state, event, guard, next state, effect) and the answer tables. Only the
 list of departures from the seed is prose, kept here. A test fails when the committed files
 differ from what ``render()`` writes.
@@ -25,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # the repository root, when run as a script
 
 from broker.cluster import partition_state as partition  # noqa: E402
+from broker.security import sasl_state as sasl  # noqa: E402
 from client import group_state as consumer  # noqa: E402
 from coordinator import group_state as group  # noqa: E402
 from coordinator import loader_state as loader  # noqa: E402
@@ -285,6 +287,14 @@ def render() -> dict[str, str]:
             "will NOT be eligible to become leader\"), and an ISR is never emptied: its last "
             "member stays, to lead again when it comes back.",
         ),
+        "sasl.md": _machine_page(
+            "SASL exchange (broker)",
+            "One machine per connection on a SASL listener, in "
+            "`broker/security/sasl_state.py`, driven by SaslHandshake and SaslAuthenticate "
+            "(Kafka's v1 flow, KIP-152; docs/security.md).",
+            *_table_parts(sasl.SASL_MACHINE), sasl.STATE_DESCRIPTIONS,
+            terminal=sasl.SaslState.FAILED,
+        ),
     }
     pages["README.md"] = "\n\n".join([
         GENERATED,
@@ -297,7 +307,9 @@ def render() -> dict[str, str]:
         "Steady, Dead (coordinator)\n"
         "- [consumer.md](consumer.md): the group consumer (client)\n"
         "- [partition.md](partition.md): each partition as the cluster controller sees it, "
-        "NonExistent -> New -> Online <-> Offline (broker)",
+        "NonExistent -> New -> Online <-> Offline (broker)\n"
+        "- [sasl.md](sasl.md): a connection's SASL login, Handshake -> Authenticate -> "
+        "Authenticated (broker)",
         "## Departures from the seed",
         "Where this project differs from, or chose within, the 0.9 consumer-rewrite design "
         "(seed 001), and why.",

@@ -464,9 +464,10 @@ def test_update_metadata_carries_the_whole_view_and_fits_the_schema():
     assert [(p["topic"], p["partition"], p["leader"]) for p in body["partitions"]] == [
         ("a", 0, 0), ("a", 1, 1), ("b", 0, 2)]
     assert body["live_brokers"] == [
-        {"node_id": 0, "host": "127.0.0.1", "port": 9092, "rack": None},
-        {"node_id": 1, "host": "127.0.0.1", "port": 9093, "rack": None},
-        {"node_id": 2, "host": "10.0.0.2", "port": 9094, "rack": "r2"},
+        {"node_id": n, "host": h, "port": p, "rack": r,
+         "endpoints": [{"listener": "PLAINTEXT", "host": h, "port": p}]}
+        for n, h, p, r in [(0, "127.0.0.1", 9092, None), (1, "127.0.0.1", 9093, None),
+                           (2, "10.0.0.2", 9094, "r2")]
     ]
     assert body["topics"] == [{"name": "a", "configs": {"cleanup_policy": "compact"}},
                               {"name": "b", "configs": {}}]

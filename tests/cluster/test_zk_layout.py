@@ -45,6 +45,8 @@ def test_paths_are_the_seeds():
     BrokerRegistration(0, "192.168.1.125", 9092, timestamp="1520798874231"),
     BrokerRegistration(7, "::1", 19092, rack="rack-b", directory_id="Wc8Gd-kuRsOXt5bCnlWuGA",
                        timestamp="1"),
+    BrokerRegistration(3, "10.0.0.3", 9093, timestamp="1", endpoints=(
+        ("PLAINTEXT", "10.0.0.3", 9092), ("SASL_SSL", "10.0.0.3", 9093))),
 ])
 def test_broker_registration_round_trip(registration: BrokerRegistration):
     assert BrokerRegistration.decode(registration.broker_id, registration.encode()) == (
@@ -179,3 +181,12 @@ def test_garbage_raises_zk_format_error_naming_the_path(node: str, data: bytes):
         decode(data)
     assert path in str(raised.value)
     assert isinstance(raised.value, ValueError)  # callers may catch ValueError
+
+
+def test_a_registration_names_every_listener_as_kafka_does():
+    doc = json.loads(BrokerRegistration(3, "h", 9093, timestamp="1", endpoints=(
+        ("PLAINTEXT", "h", 9092), ("SASL_SSL", "h", 9093))).encode())
+    assert doc["endpoints"] == ["PLAINTEXT://h:9092", "SASL_SSL://h:9093"]
+    assert doc["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT",
+                                                     "SASL_SSL": "SASL_SSL"}
+    assert (doc["host"], doc["port"]) == ("h", 9093)

@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from broker.cluster.partition_state import PARTITION_MACHINE
+from broker.security.sasl_state import SASL_MACHINE
 from client import group_state as consumer
 from coordinator import GroupEvent, GroupState, IllegalTransition, LoaderEvent, LoaderState
 from coordinator.group_state import GROUP_MACHINE
@@ -128,7 +129,8 @@ def test_docs_are_generated_from_the_tables():
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
     pages = generate.render()
-    assert set(pages) == {"README.md", "loader.md", "group.md", "consumer.md", "partition.md"}
+    assert set(pages) == {"README.md", "loader.md", "group.md", "consumer.md", "partition.md",
+                          "sasl.md"}
     for name, text in pages.items():
         assert (DOCS / name).read_text(encoding="utf-8") == text, (
             f"docs/state-machines/{name} is out of date: run "
@@ -140,3 +142,6 @@ def test_docs_are_generated_from_the_tables():
                 in pages["partition.md"])
         assert f"| {row.guard} |" in pages["partition.md"]
     assert "(partition.md)" in pages["README.md"]
+    for row in SASL_MACHINE.rows:
+        assert f"{row.source.name} --> {row.target.name} : {row.event.value}" in pages["sasl.md"]
+    assert "(sasl.md)" in pages["README.md"]

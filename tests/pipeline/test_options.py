@@ -142,3 +142,25 @@ def test_write_options() -> None:
     fails("kafka.acks", write=True, **{"kafka.acks": "2"})
     fails("kafka.compression.type", write=True, **{"kafka.compression.type": "zstd"})
     fails("topic", write=True, topic="")
+
+
+def test_security_options_take_kafkas_prefixed_names() -> None:
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="s3cret-Zq9";')
+    options = read(subscribe="a", **{
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": jaas, "kafka.ssl.truststore.location": "/etc/ca.pem"})
+    security = options.security
+    assert (security.security_protocol, security.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (security.sasl_plain_username, security.sasl_plain_password) == ("alice", "s3cret-Zq9")
+    assert security.ssl_cafile == "/etc/ca.pem"
+    assert "s3cret-Zq9" not in repr(options)
+    written = parse_write_options({**BOOTSTRAP, "kafka.security.protocol": "SSL"})
+    assert written.security.security_protocol == "SSL"
+    assert read(subscribe="a").security.security_protocol == "PLAINTEXT"
+
+
+def test_a_bad_security_option_is_named() -> None:
+    message = fails("kafka.security.protocol", subscribe="a",
+                    **{"kafka.security.protocol": "SASL_SSL"})
+    assert "sasl_plain_username" in message

@@ -1,4 +1,4 @@
-"""docs/security-authorization.md's tables are the ones made from API_ACLS, and every odradek
+"""docs/security.md's tables are the ones made from API_ACLS, and every odradek
 command is in the command table."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from client.cli import build_parser
 from protocol.acl_docs import CLI_APIS, api_acl_table, cli_acl_table
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "security-authorization.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 
 def test_the_doc_holds_the_generated_tables() -> None:

@@ -1,0 +1,182 @@
+"""What security costs: ``python -m benchmarks.security [--quick]``.
+
+One broker with a PLAINTEXT and a SASL_SSL listener (TLS with a test CA from trustme, SCRAM-
+SHA-256 logins). Prints one JSON line per case:
+
+- ``producer``: messages/s and MB/s of one ``Producer`` sending 100-byte values (acks=1,
+  ``linger_ms=5``, ``batch_bytes=256 KiB``) over each listener, best of three turns each; the
+  SASL_SSL line carries ``ratio``, its rate over PLAINTEXT's;
+- ``consumer``: the same for ``Consumer.poll`` reading the topic from the start;
+- ``logins``: connections opened and authenticated per second, one after another (TCP
+  connect, then the TLS handshake and/or the SASL exchange, then one ApiVersions), for SSL,
+  SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-256 and PLAIN -- client and broker costs both
+  (a SCRAM login derives the salted password on the client: 4,096 PBKDF2 rounds; a PLAIN one
+  on the broker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import trustme
+
+from benchmarks.throughput import VALUE_BYTES, emit, new_topic, values
+from client import Admin, Consumer, Producer, TopicPartition
+from client.network import NetworkClient
+from client.security import SecurityConfig
+from protocol.apis import ApiKey
+
+USER, PASSWORD = "bench", "bench-password"
+ROUNDS = 3
+LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_LISTENER = re.compile(r"odradek broker \d+ listener (\S+) on (\S+:\d+)")
+
+
+@contextmanager
+def secured_broker(timeout: float = 30.0) -> Iterator[tuple[dict[str, str], Path]]:
+    """A broker with every listener on a free port: (address by listener, the CA file)."""
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-security-") as name:
+        tmp = Path(name)
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
+        ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+            str(tmp / "server.pem"))
+        listeners = ",".join(f"{n}://127.0.0.1:0" for n in LISTENERS)
+        (tmp / "odradek.toml").write_text(
+            f'listeners = "{listeners}"\nssl_certfile = "{tmp / "server.pem"}"\n'
+            f'ssl_keyfile = "{tmp / "server.pem"}"\n')
+        with open(tmp / "broker.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "broker", "start", "--data-dir", str(tmp / "data"),
+                 "--config", str(tmp / "odradek.toml")],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+            try:
+                yield _addresses(proc, timeout), tmp / "ca.pem"
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _addresses(proc: subprocess.Popen[str], timeout: float) -> dict[str, str]:
+    assert proc.stdout is not None
+    found: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while len(found) < len(LISTENERS) and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        match = _LISTENER.search(line)
+        if match:
+            found[match[1]] = match[2]
+    if len(found) < len(LISTENERS):
+        proc.kill()
+        raise SystemExit(f"broker did not announce its listeners: {found}")
+    return found
+
+
+def security(listener: str, ca: Path, mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
+    options: dict[str, Any] = {"security_protocol": listener}
+    if listener in ("SSL", "SASL_SSL"):
+        options["ssl_cafile"] = str(ca)
+    if listener.startswith("SASL_"):
+        options.update(sasl_mechanism=mechanism, sasl_plain_username=USER,
+                       sasl_plain_password=PASSWORD)
+    return options
+
+
+def produce(bootstrap: str, options: dict[str, Any], topic: str, n: int) -> float:
+    samples = values()
+    with Producer(bootstrap, acks=1, linger_ms=5, batch_bytes=256 * 1024,
+                  buffer_bytes=64 * 1024 * 1024, **options) as producer:
+        producer.send(topic, samples[0]).result(30)
+        send = producer.send
+        start = time.perf_counter()
+        for i in range(n - 1):
+            send(topic, samples[i % len(samples)])
+        producer.flush()
+        return time.perf_counter() - start
+
+
+def consume(bootstrap: str, options: dict[str, Any], topic: str, n: int) -> float:
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000,
+                  **options) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        seen = 0
+        start = time.perf_counter()
+        while seen < n:
+            seen += len(consumer.poll(timeout_ms=1000))
+        return time.perf_counter() - start
+
+
+def logins_per_s(bootstrap: str, options: dict[str, Any], seconds: float) -> float:
+    config = SecurityConfig(**options)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        network = NetworkClient(bootstrap, security=config)
+        try:
+            network.send(-1, ApiKey.API_VERSIONS, {}).result(10)
+        finally:
+            network.close()
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.security", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small counts, for a smoke test")
+    args = parser.parse_args(argv)
+    n = 20_000 if args.quick else 300_000
+    login_seconds = 1.0 if args.quick else 5.0
+    with secured_broker() as (addresses, ca):
+        plain = addresses["PLAINTEXT"]
+        with Admin(plain) as admin:
+            admin.upsert_user_scram_credential(USER, "SCRAM-SHA-256", PASSWORD)
+            topics = {name: new_topic(admin, f"security-{name.lower()}")
+                      for name in ("PLAINTEXT", "SASL_SSL")}
+        rates: dict[str, dict[str, float]] = {"producer": {}, "consumer": {}}
+        for case, run in (("producer", produce), ("consumer", consume)):
+            # the two listeners take turns, best of ROUNDS each: a busy moment of a shared
+            # machine should not decide the ratio
+            for _ in range(ROUNDS):
+                for listener in ("PLAINTEXT", "SASL_SSL"):
+                    seconds = run(addresses[listener], security(listener, ca),
+                                  topics[listener], n)
+                    rates[case][listener] = max(rates[case].get(listener, 0.0), n / seconds)
+            for listener in ("PLAINTEXT", "SASL_SSL"):
+                rate = rates[case][listener]
+                line: dict[str, Any] = {
+                    "bench": case, "security_protocol": listener, "messages": n, "rounds": ROUNDS,
+                    "value_bytes": VALUE_BYTES, "msgs_per_s": round(rate),
+                    "mb_per_s": round(rate * VALUE_BYTES / 1e6, 1)}
+                if listener != "PLAINTEXT":
+                    line["ratio"] = round(rate / rates[case]["PLAINTEXT"], 2)
+                emit(line)
+        for listener, mechanism in (("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
+                                    ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"),
+                                    ("SASL_SSL", "PLAIN")):
+            options = security(listener, ca, mechanism or "PLAIN")
+            emit({"bench": "logins", "security_protocol": listener,
+                  "mechanism": mechanism or "-",
+                  "logins_per_s": round(logins_per_s(addresses[listener], options,
+                                                     login_seconds), 1)})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Where users' SCRAM credentials live: salted and hashed only (protocol/scram.py), never a
+password. Cluster mode: ZooKeeper's ``/config/users/<name>`` (Kafka's place and form), read at
+each login so every broker sees a change at once. Embedded mode: ``scram-credentials.json`` in
+the data directory, reread when it changes (``odradek users add --data-dir`` writes it while
+the broker is stopped)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+import trio
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from broker.cluster.zookeeper import ZooKeeper
+from protocol.scram import (
+    CREDENTIALS_FILE,
+    ScramCredential,
+    decode_user,
+    decode_users,
+    encode_user,
+    encode_users,
+)
+
+USERS = "/config/users"
+
+Credentials = dict[str, ScramCredential]  # by mechanism
+
+
+class CredentialStore(Protocol):
+    async def user(self, name: str) -> Credentials: ...
+
+    async def users(self) -> dict[str, Credentials]: ...
+
+    async def put(self, name: str, credentials: Credentials) -> None:
+        """Replace ``name``'s credentials; none left removes the user."""
+
+
+class FileCredentialStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / CREDENTIALS_FILE
+        self._seen: tuple[int, int] | None = None
+        self._users: dict[str, Credentials] = {}
+        self._lock = trio.Lock()
+
+    def _load(self) -> dict[str, Credentials]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._seen, self._users = None, {}
+            return self._users
+        key = (stat.st_mtime_ns, stat.st_size)
+        if key != self._seen:
+            self._users = decode_users(self.path.read_bytes())
+            self._seen = key
+        return self._users
+
+    async def user(self, name: str) -> Credentials:
+        return dict(self._load().get(name, {}))
+
+    async def users(self) -> dict[str, Credentials]:
+        return {name: dict(creds) for name, creds in self._load().items()}
+
+    async def put(self, name: str, credentials: Credentials) -> None:
+        async with self._lock:
+            users = dict(self._load())
+            users[name] = credentials
+            write_atomically(self.path, encode_users(users))
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write a file readable by its owner only, replacing the old one in one step."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class ZooKeeperCredentialStore:
+    def __init__(self, zoo: ZooKeeper) -> None:
+        self._zoo = zoo
+
+    async def user(self, name: str) -> Credentials:
+        try:
+            data, _ = await self._zoo.call(self._zoo.kazoo.get, f"{USERS}/{name}")
+        except NoNodeError:
+            return {}
+        return decode_user(data)
+
+    async def users(self) -> dict[str, Credentials]:
+        try:
+            names = await self._zoo.call(self._zoo.kazoo.get_children, USERS)
+        except NoNodeError:
+            return {}
+        found = {name: await self.user(name) for name in sorted(names)}
+        return {name: creds for name, creds in found.items() if creds}
+
+    async def put(self, name: str, credentials: Credentials) -> None:
+        """Replace the user's SCRAM credentials, keeping the rest of the node (its quotas and
+        their ``clients`` children): a read, then a write conditional on what was read."""
+        await self._zoo.call(_put_user, self._zoo.kazoo, f"{USERS}/{name}", credentials)
+
+
+def _put_user(kazoo: KazooClient, path: str, credentials: Credentials) -> None:
+    while True:
+        try:
+            data, stat = kazoo.get(path)
+        except NoNodeError:
+            data, stat = None, None
+        if stat is None and not credentials:
+            return
+        new = encode_user(credentials, data)
+        try:
+            if stat is None:
+                kazoo.create(path, new, makepath=True)
+            else:
+                kazoo.set(path, new, version=stat.version)
+            return
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            continue  # changed meanwhile (a quota, another broker): read it again

@@ -1,0 +1,90 @@
+"""Cluster mode with security: brokers replicate and take the controller's requests over a
+SASL_SSL inter-broker listener, logging in as their own user, whose credential was put in
+ZooKeeper before the cluster started (``odradek users add --zookeeper``); clients are given
+the brokers' addresses on the listener they came in on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from client.admin import Admin
+from client.metadata import ClusterMetadata
+from client.network import NetworkClient
+from client.producer import Producer
+from client.security import SecurityConfig
+from protocol.apis import ApiKey
+from tests.broker_process import REPO_ROOT
+from tests.cluster.conftest import Cluster, replica_log, until
+from tests.security.support import PASSWORD, make_tls_files
+
+
+def test_replication_over_a_sasl_ssl_inter_broker_listener(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path):
+    tls = make_tls_files(tmp_path / "tls")
+    password_file = tmp_path / "broker.password"
+    password_file.write_text(PASSWORD)
+    for user in ("broker", "alice"):
+        added = subprocess.run(
+            [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
+             "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        assert added.returncode == 0, added.stderr
+    cluster = make_cluster(2, start=False, settings=tls.broker_settings(
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        inter_broker_listener_name="SASL_SSL",
+        sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
+        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD))
+    cluster.start()
+
+    registration = cluster.json("/brokers/ids/1")
+    sasl_port = cluster.brokers[1].listener_ports["SASL_SSL"]
+    assert registration["endpoints"] == [
+        f"PLAINTEXT://127.0.0.1:{cluster.brokers[1].port}", f"SASL_SSL://127.0.0.1:{sasl_port}"]
+    assert registration["port"] == sasl_port  # the inter-broker listener's
+
+    cluster.create_topic("secure", partitions=2, replication_factor=2)
+    with Producer(cluster.brokers[0].bootstrap, acks=-1) as producer:
+        for i in range(50):
+            producer.send("secure", b"m%d" % i, partition=i % 2)
+        producer.flush(30)
+
+    def replicated() -> bool:
+        return all(len(replica_log(process, "secure", p)) == 25
+                   for process in cluster.brokers.values() for p in (0, 1))
+
+    until(replicated, 30, "both replicas of both partitions hold all 25 messages")
+    for process in cluster.brokers.values():
+        assert PASSWORD not in process.log_text()
+
+    # a client on the SASL_SSL listener is told every broker's SASL_SSL address
+    security = SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                              sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
+                              sasl_plain_password=PASSWORD)
+    network = NetworkClient(f"127.0.0.1:{sasl_port}", security=security)
+    try:
+        body = network.send(-1, ApiKey.METADATA, {"topics": None,
+                                                  "allow_auto_topic_creation": False}).result(10)
+    finally:
+        network.close()
+    view = ClusterMetadata.from_response(body)
+    assert {b.node_id: b.port for b in view.brokers.values()} == {
+        i: p.listener_ports["SASL_SSL"] for i, p in cluster.brokers.items()}
+
+    # users added over the wire through one broker log in at another (ZooKeeper's store)
+    with Admin(f"127.0.0.1:{cluster.brokers[0].listener_ports['SASL_SSL']}",
+               **security.options()) as admin:
+        admin.upsert_user_scram_credential("carol", "SCRAM-SHA-256", "Zq9-carol")
+        assert admin.describe_user_scram_credentials(["carol"]) == {
+            "carol": {"SCRAM-SHA-256": 4096}}
+    assert "Zq9-carol" not in cluster.zk.get("/config/users/carol")[0].decode()
+    carol = SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                           sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="carol",
+                           sasl_plain_password="Zq9-carol")
+    network = NetworkClient(f"127.0.0.1:{sasl_port}", security=carol)
+    try:
+        assert network.send(-1, ApiKey.API_VERSIONS, {}).result(10)["apis"]
+    finally:
+        network.close()
