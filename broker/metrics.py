@@ -42,7 +42,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from broker.frames import WithFileSlices
 from broker.handlers import HANDLERS, Handler, Reply
-from broker.log import partition_log
 from broker.settings import host_port
 from coordinator import GroupState
 from coordinator.group import Group
@@ -132,13 +131,18 @@ class BrokerMetrics:
     # ------------------------------------------------------------------------ attaching
 
     def attach(self) -> None:
-        """Listen to the coordinator, the offsets loader and the logs' flushes."""
+        """Listen to the coordinator, the offsets loader, and this broker's logs: their flushes,
+        and the last log of a topic going (its series go with it)."""
         self._ctx.groups.coordinator.transition_listeners.append(self._group_moved)
         self._ctx.groups.load_listeners.append(self._partition_loaded)
-        partition_log.FLUSH_OBSERVERS.append(self._flush_time.observe)
+        logs = self._ctx.topics.logs
+        logs.flush_observers.append(self._flush_time.observe)
+        logs.topic_removed_listeners.append(self._topic_removed)
 
     def detach(self) -> None:
-        partition_log.FLUSH_OBSERVERS.remove(self._flush_time.observe)
+        logs = self._ctx.topics.logs
+        logs.flush_observers.remove(self._flush_time.observe)
+        logs.topic_removed_listeners.remove(self._topic_removed)
 
     def _group_moved(self, group: Group, old: GroupState, new: GroupState, now_ms: int) -> None:
         if new is GroupState.PREPARE_REBALANCE:
@@ -154,6 +158,10 @@ class BrokerMetrics:
 
     def _partition_loaded(self, partition: int, seconds: float) -> None:
         self._load_time.observe(seconds)
+
+    def _topic_removed(self, topic: str) -> None:
+        for values in (self._bytes_in, self._bytes_out, self._messages_in):
+            values.pop(topic, None)
 
     # ----------------------------------------------------------------------- request path
 
