@@ -12,7 +12,8 @@ locks.
 Lag per group and partition is the coordinator's view: the group's committed offset against the
 high watermark of this broker's replica of the partition (partitions with no replica here have
 none). ``metrics_partition_series = false`` drops every per-partition series, keeping the
-cardinality to groups and topics.
+cardinality to groups and topics. Series of a group go with it (they are read from the
+coordinator); those of a topic when this broker's last log of it is deleted, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -382,6 +383,9 @@ def _counter(name: str, meaning: str, value: float) -> CounterMetricFamily:
 #: the most bytes of an HTTP request head read, and how long a scraper may take to send it
 MAX_HEAD_BYTES = 8192
 HEAD_TIMEOUT_S = 10.0
+#: the most metrics connections served at once (Prometheus opens one per scrape; a few servers
+#: scrape each broker); more are closed at once, so that idle connections cannot pile up
+MAX_CONNECTIONS = 4
 
 
 async def serve_metrics(
@@ -393,28 +397,43 @@ async def serve_metrics(
     bound = listeners[0].socket.getsockname()[1]
     log.info("metrics.listening", host=host, port=bound)
     task_status.started(bound)
-    await trio.serve_listeners(partial(_answer, metrics), listeners)
+    slots = trio.CapacityLimiter(MAX_CONNECTIONS)
+    await trio.serve_listeners(partial(_answer, metrics, slots), listeners)
 
 
-async def _answer(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
-    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape). A scraper
-    that drops its connection is logged and forgotten: an error escaping here would end the
-    listener's nursery, and the broker with it."""
+async def _answer(
+    metrics: BrokerMetrics, slots: trio.CapacityLimiter, stream: trio.SocketStream
+) -> None:
+    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape), if one of
+    the ``slots`` is free; else close at once. A scraper that drops its connection is logged
+    and forgotten: an error escaping here would end the listener's nursery, and the broker
+    with it."""
     async with stream:
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            log.warning("metrics.connection_refused", limit=MAX_CONNECTIONS,
+                        reason="the metrics listener's connections are all in use")
+            return
         try:
             await _exchange(metrics, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.info("metrics.connection_broken", reason=str(exc))
+        finally:
+            slots.release()
 
 
 async def _exchange(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
     head = b""
-    with trio.move_on_after(HEAD_TIMEOUT_S):
+    with trio.move_on_after(HEAD_TIMEOUT_S) as reading:
         while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
             data = await stream.receive_some(MAX_HEAD_BYTES)
             if not data:
                 break
             head += data
+    if reading.cancelled_caught:  # an idle scraper holds a slot no longer than this
+        log.info("metrics.request_timed_out", seconds=HEAD_TIMEOUT_S)
+        return
     method, _, rest = head.partition(b" ")
     path = rest.partition(b" ")[0].partition(b"?")[0]
     if method != b"GET":

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.metrics import MAX_CONNECTIONS
 from client.group_admin import GroupAdmin
 from protocol.apis import ApiKey
 from protocol.messageset import Record, encode_message_set
@@ -228,3 +229,47 @@ def test_an_expired_groups_series_are_removed(make_broker: Callable[..., BrokerP
 
     after = wait_for(expired, what="group g expired and its series gone")
     assert sample(after, "odradek_groupmetadatamanager_numgroups", state="Empty") == 0
+
+
+def test_metrics_connections_beyond_the_cap_are_closed_at_once(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker, url = start_with_metrics(make_broker)
+    port = metrics_port(broker.log_text())
+    assert port is not None
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10)
+            for _ in range(MAX_CONNECTIONS + 1)]
+    for held in idle:
+        held.setblocking(False)  # looked at, never waited on
+    try:
+        # one of them (whichever the broker took last) is closed with nothing sent, well
+        # before the read deadline that ends an idle scraper's connection
+        refused = wait_for(lambda: next((s for s in idle if closed(s)), None), timeout=5,
+                           what="a metrics connection beyond the cap closed")
+        assert "metrics.connection_refused" in broker.log_text()
+        for held in idle:
+            if held is not refused:
+                with pytest.raises(BlockingIOError):  # still open, still waiting for a head
+                    held.recv(1)
+    finally:
+        for held in idle:
+            held.close()
+    # the held connections gone, a scrape is served again
+    assert wait_for(lambda: _scrape_or_none(url), timeout=10, what="a scrape served")
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the peer closed the non-blocking ``sock`` having sent nothing."""
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _scrape_or_none(url: str) -> Samples | None:
+    try:
+        return scrape(url)
+    except (urllib.error.URLError, ConnectionError):
+        return None
