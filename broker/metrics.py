@@ -12,7 +12,8 @@ locks.
 Lag per group and partition is the coordinator's view: the group's committed offset against the
 high watermark of this broker's replica of the partition (partitions with no replica here have
 none). ``metrics_partition_series = false`` drops every per-partition series, keeping the
-cardinality to groups and topics.
+cardinality to groups and topics. Series of a group go with it (they are read from the
+coordinator); those of a topic when this broker's last log of it is deleted, as Kafka's do.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from broker.frames import WithFileSlices
 from broker.handlers import HANDLERS, Handler, Reply
-from broker.log import partition_log
 from broker.settings import host_port
 from coordinator import GroupState
 from coordinator.group import Group
@@ -132,13 +132,18 @@ class BrokerMetrics:
     # ------------------------------------------------------------------------ attaching
 
     def attach(self) -> None:
-        """Listen to the coordinator, the offsets loader and the logs' flushes."""
+        """Listen to the coordinator, the offsets loader, and this broker's logs: their flushes,
+        and the last log of a topic going (its series go with it)."""
         self._ctx.groups.coordinator.transition_listeners.append(self._group_moved)
         self._ctx.groups.load_listeners.append(self._partition_loaded)
-        partition_log.FLUSH_OBSERVERS.append(self._flush_time.observe)
+        logs = self._ctx.topics.logs
+        logs.flush_observers.append(self._flush_time.observe)
+        logs.topic_removed_listeners.append(self._topic_removed)
 
     def detach(self) -> None:
-        partition_log.FLUSH_OBSERVERS.remove(self._flush_time.observe)
+        logs = self._ctx.topics.logs
+        logs.flush_observers.remove(self._flush_time.observe)
+        logs.topic_removed_listeners.remove(self._topic_removed)
 
     def _group_moved(self, group: Group, old: GroupState, new: GroupState, now_ms: int) -> None:
         if new is GroupState.PREPARE_REBALANCE:
@@ -154,6 +159,10 @@ class BrokerMetrics:
 
     def _partition_loaded(self, partition: int, seconds: float) -> None:
         self._load_time.observe(seconds)
+
+    def _topic_removed(self, topic: str) -> None:
+        for values in (self._bytes_in, self._bytes_out, self._messages_in):
+            values.pop(topic, None)
 
     # ----------------------------------------------------------------------- request path
 
@@ -374,6 +383,9 @@ def _counter(name: str, meaning: str, value: float) -> CounterMetricFamily:
 #: the most bytes of an HTTP request head read, and how long a scraper may take to send it
 MAX_HEAD_BYTES = 8192
 HEAD_TIMEOUT_S = 10.0
+#: the most metrics connections served at once (Prometheus opens one per scrape; a few servers
+#: scrape each broker); more are closed at once, so that idle connections cannot pile up
+MAX_CONNECTIONS = 4
 
 
 async def serve_metrics(
@@ -385,28 +397,43 @@ async def serve_metrics(
     bound = listeners[0].socket.getsockname()[1]
     log.info("metrics.listening", host=host, port=bound)
     task_status.started(bound)
-    await trio.serve_listeners(partial(_answer, metrics), listeners)
+    slots = trio.CapacityLimiter(MAX_CONNECTIONS)
+    await trio.serve_listeners(partial(_answer, metrics, slots), listeners)
 
 
-async def _answer(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
-    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape). A scraper
-    that drops its connection is logged and forgotten: an error escaping here would end the
-    listener's nursery, and the broker with it."""
+async def _answer(
+    metrics: BrokerMetrics, slots: trio.CapacityLimiter, stream: trio.SocketStream
+) -> None:
+    """One HTTP/1.x exchange, then close (Prometheus opens a connection per scrape), if one of
+    the ``slots`` is free; else close at once. A scraper that drops its connection is logged
+    and forgotten: an error escaping here would end the listener's nursery, and the broker
+    with it."""
     async with stream:
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            log.warning("metrics.connection_refused", limit=MAX_CONNECTIONS,
+                        reason="the metrics listener's connections are all in use")
+            return
         try:
             await _exchange(metrics, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             log.info("metrics.connection_broken", reason=str(exc))
+        finally:
+            slots.release()
 
 
 async def _exchange(metrics: BrokerMetrics, stream: trio.SocketStream) -> None:
     head = b""
-    with trio.move_on_after(HEAD_TIMEOUT_S):
+    with trio.move_on_after(HEAD_TIMEOUT_S) as reading:
         while b"\r\n\r\n" not in head and len(head) < MAX_HEAD_BYTES:
             data = await stream.receive_some(MAX_HEAD_BYTES)
             if not data:
                 break
             head += data
+    if reading.cancelled_caught:  # an idle scraper holds a slot no longer than this
+        log.info("metrics.request_timed_out", seconds=HEAD_TIMEOUT_S)
+        return
     method, _, rest = head.partition(b" ")
     path = rest.partition(b" ")[0].partition(b"?")[0]
     if method != b"GET":

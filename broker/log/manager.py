@@ -67,6 +67,12 @@ class LogManager:
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.Lock()
+        #: called with the duration in seconds of each flush of these logs, from whichever
+        #: thread flushed (the broker's metrics)
+        self.flush_observers: list[Callable[[float], None]] = []
+        #: called with a topic's name once the last of its partition logs here is deleted (the
+        #: broker's metrics drop the topic's series, as Kafka does)
+        self.topic_removed_listeners: list[Callable[[str], None]] = []
         self._data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = os.open(
             self._data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644
@@ -91,6 +97,7 @@ class LogManager:
                     clock=clock,
                     replicated=replicated,
                     high_watermark=high_watermarks.get(parsed),
+                    on_flush=self._flushed,
                 )
         log.info("log.manager.opened", data_dir=str(self._data_dir), partitions=len(self._logs))
 
@@ -129,9 +136,8 @@ class LogManager:
             if existing is not None:
                 return existing
             directory = self._data_dir / layout.partition_dir_name(topic, partition)
-            plog = PartitionLog.open(
-                directory, self.config_for(topic), clock=self._clock, replicated=self._replicated
-            )
+            plog = PartitionLog.open(directory, self.config_for(topic), clock=self._clock,
+                                     replicated=self._replicated, on_flush=self._flushed)
             self._logs[(topic, partition)] = plog
             return plog
 
@@ -139,12 +145,20 @@ class LogManager:
         """Remove a partition's log and its directory; False if there was none."""
         with self._lock:
             plog = self._logs.pop((topic, partition), None)
+            last = not any(t == topic for t, _p in self._logs)
         if plog is None:
             return False
         plog.delete()
         if self._replicated:  # its line must not come back for a partition made anew
             self.checkpoint_high_watermarks()
+        if last:
+            for listener in self.topic_removed_listeners:
+                listener(topic)
         return True
+
+    def _flushed(self, seconds: float) -> None:
+        for observe in self.flush_observers:
+            observe(seconds)
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._logs)

@@ -54,10 +54,6 @@ from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, re
 
 log = structlog.get_logger(__name__)
 
-#: called with each flush's duration in seconds, from whichever thread flushed (the broker's
-#: metrics listen here: Kafka's LogFlushRateAndTimeMs)
-FLUSH_OBSERVERS: list[Callable[[float], None]] = []
-
 # ListOffsets' special timestamps (Kafka's numbers).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -109,6 +105,7 @@ class PartitionLog:
         replicated: bool = False,
         high_watermark: int | None = None,
         log_start_offset: int | None = None,
+        on_flush: Callable[[float], None] | None = None,
     ) -> None:
         self._directory = directory
         # The log start: the first segment's base offset, or above it once DeleteRecords moved
@@ -119,6 +116,7 @@ class PartitionLog:
         self._config = config
         self._segments: SegmentList | None = segments
         self._clock = clock
+        self._on_flush = on_flush
         self._lock = threading.RLock()
         self._compacting = threading.Lock()
         self._recovery_point = segments.log_end_offset
@@ -150,6 +148,7 @@ class PartitionLog:
         clock: Callable[[], float] = time.time,
         replicated: bool = False,
         high_watermark: int | None = None,
+        on_flush: Callable[[float], None] | None = None,
     ) -> PartitionLog:
         """Open (or create) the log in ``directory``. Without the clean-shutdown marker, the
         segments from the recovery point on are checked entry by entry and truncated at the
@@ -159,7 +158,9 @@ class PartitionLog:
         the log start offset when None), clamped to the log, and moves only when set. Otherwise
         it follows the log end offset until set (a single broker). The leader-epoch cache is
         loaded and cut to the log as recovered. Segments written before magic 0 wrappers held
-        absolute inner offsets are converted first, once (``v0_wrappers.upgrade_segments``)."""
+        absolute inner offsets are converted first, once (``v0_wrappers.upgrade_segments``).
+        ``on_flush`` is called with each flush's duration in seconds, from whichever thread
+        flushed (the broker's metrics: Kafka's LogFlushRateAndTimeMs)."""
         directory = Path(directory)
         if not directory.is_dir():
             directory.mkdir(parents=True)
@@ -208,6 +209,7 @@ class PartitionLog:
             replicated=replicated,
             high_watermark=high_watermark,
             log_start_offset=log_start,
+            on_flush=on_flush,
         )
 
     # ---------------------------------------------------------------------------------------
@@ -565,8 +567,8 @@ class PartitionLog:
                 self._recovery_point = target
                 # Not fsynced: a lost update only makes recovery start earlier.
                 layout.write_offset_file(self._directory / layout.RECOVERY_POINT, target)
-        for observe in FLUSH_OBSERVERS:
-            observe(time.perf_counter() - started)
+        if self._on_flush is not None:
+            self._on_flush(time.perf_counter() - started)
 
     def maybe_flush(self, now: float | None = None) -> bool:
         """Flush when data has been waiting ``flush_ms`` (called by the server's timer)."""

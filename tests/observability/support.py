@@ -32,7 +32,11 @@ def metrics_port(log_text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+#: every sample of a scrape: (name, sorted labels) -> value
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
     """Every sample, parsed by prometheus_client's own parser: (name, sorted labels) -> value."""
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200
@@ -45,6 +49,10 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def sample(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str,
-           **labels: str) -> float | None:
+def sample(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def labelled(samples: Samples, **labels: str) -> list[str]:
+    """The names of the samples carrying each of ``labels`` (among others)."""
+    return sorted({name for name, pairs in samples if set(labels.items()) <= set(pairs)})

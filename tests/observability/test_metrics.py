@@ -12,12 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from broker.metrics import MAX_CONNECTIONS
+from client.group_admin import GroupAdmin
 from protocol.apis import ApiKey
 from protocol.messageset import Record, encode_message_set
 from tests.broker.raw import RawClient, fetch_body
 from tests.broker_process import BrokerProcess, BrokerStartError
 from tests.coordinator_broker.members import Member, wait_for
-from tests.observability.support import metrics_port, sample, scrape, start_with_metrics
+from tests.observability.support import (
+    Samples,
+    labelled,
+    metrics_port,
+    sample,
+    scrape,
+    start_with_metrics,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -174,3 +183,93 @@ def test_a_scraper_resetting_its_connection_leaves_the_broker_serving(
              what="the reset seen by the metrics listener")
     assert broker.running, broker.log_text()
     assert sample(scrape(url), "odradek_controller_activecontrollercount") == 1
+
+
+def test_a_deleted_topics_and_groups_series_are_removed(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker, url = start_with_metrics(make_broker)
+    with RawClient(broker.address) as client:
+        for name in ("gone", "kept"):
+            client.create_topic(name, 2)
+            client.produce(name, [b"m"])
+            assert client.fetch(name)
+            with Member(broker.address, f"group-{name}", [name]) as member:
+                member.join()
+                member.commit({(name, 0): 0})
+                member.leave()
+    before = scrape(url)
+    for name in ("gone", "kept"):
+        assert sample(before, "odradek_brokertopicmetrics_bytesout_total", topic=name)
+        assert sample(before, "odradek_consumergroup_lag", group=f"group-{name}", topic=name,
+                      partition="0") == 1
+    with GroupAdmin(broker.bootstrap, timeout_ms=10_000) as admin:
+        admin.delete_topic("gone")
+        assert admin.delete_groups(["group-gone"]) == {"group-gone": None}
+    after = scrape(url)
+    assert not labelled(after, topic="gone")
+    assert not labelled(after, group="group-gone")
+    assert sample(after, "odradek_brokertopicmetrics_messagesin_total", topic="kept") == 1
+    assert sample(after, "odradek_group_members", group="group-kept") == 0
+
+
+def test_an_expired_groups_series_are_removed(make_broker: Callable[..., BrokerProcess]) -> None:
+    broker, url = start_with_metrics(make_broker, offsets_retention_ms=1000,
+                                     offsets_retention_check_interval_ms=100)
+    with RawClient(broker.address) as client, Member(broker.address, "g", ["t"]) as member:
+        client.create_topic("t", 1)
+        member.join()
+        member.commit({("t", 0): 0})
+        assert labelled(scrape(url), group="g")
+        member.leave()
+
+    def expired() -> Samples | None:
+        samples = scrape(url)
+        return None if labelled(samples, group="g") else samples
+
+    after = wait_for(expired, what="group g expired and its series gone")
+    assert sample(after, "odradek_groupmetadatamanager_numgroups", state="Empty") == 0
+
+
+def test_metrics_connections_beyond_the_cap_are_closed_at_once(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker, url = start_with_metrics(make_broker)
+    port = metrics_port(broker.log_text())
+    assert port is not None
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10)
+            for _ in range(MAX_CONNECTIONS + 1)]
+    for held in idle:
+        held.setblocking(False)  # looked at, never waited on
+    try:
+        # one of them (whichever the broker took last) is closed with nothing sent, well
+        # before the read deadline that ends an idle scraper's connection
+        refused = wait_for(lambda: next((s for s in idle if closed(s)), None), timeout=5,
+                           what="a metrics connection beyond the cap closed")
+        assert "metrics.connection_refused" in broker.log_text()
+        for held in idle:
+            if held is not refused:
+                with pytest.raises(BlockingIOError):  # still open, still waiting for a head
+                    held.recv(1)
+    finally:
+        for held in idle:
+            held.close()
+    # the held connections gone, a scrape is served again
+    assert wait_for(lambda: _scrape_or_none(url), timeout=10, what="a scrape served")
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the peer closed the non-blocking ``sock`` having sent nothing."""
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def _scrape_or_none(url: str) -> Samples | None:
+    try:
+        return scrape(url)
+    except (urllib.error.URLError, ConnectionError):
+        return None
