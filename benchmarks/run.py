@@ -49,6 +49,9 @@ AREAS = (
          script("benchmarks.coordinator")),
     Area("group", "rebalance time with 3/10/30 real consumers",
          script("benchmarks.group")),
+    Area("scale", "10,000 groups / 100,000 members and 10,000 partitions on one broker: memory, "
+         "heartbeat p99 while 1,000 groups rebalance, start-up",
+         script("benchmarks.scale")),
     Area("group_failover", "coordinator failover (kill -9 / SIGTERM of the broker coordinating "
          "10 groups of 10 consumers; 3 brokers, ZooKeeper) and Catch-up of 1,000,000 offset "
          "records", script("benchmarks.group", TimeLimits(quick=180.0, full=600.0),
