@@ -195,8 +195,8 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
         for line in paced:
             line.paced = 0
 
-        def tick() -> None:
-            due = int((time.perf_counter() - began) * line_rate)
+        def tick() -> None:  # each line's first heartbeat at once, then at the pace
+            due = 1 + int((time.perf_counter() - began) * line_rate)
             for line in paced:
                 while line.paced < due:
                     line.heartbeat_next()
@@ -251,7 +251,7 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
         raise RuntimeError(f"{len(errors)} heartbeats failed, first: {errors[0]}")
     return {
         "bench": "scale_groups", "groups": groups, "members": total,
-        "connections": len(flat), "join_s": round(join_s, 2),
+        "connections": len(flat), "join_time_s": round(join_s, 2),
         "connections_rss_mb": round(rss_connected - rss_before, 1),
         "coordinator_bytes_per_member": round((rss_joined - rss_connected) * 1e6 / total),
         "heartbeats_per_s": round(beats_per_s),
@@ -260,7 +260,7 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
         "heartbeat_p50_ms": _percentile_ms(steady, 0.5),
         "heartbeat_p99_ms": _percentile_ms(steady, 0.99),
         "rebalancing": len(moving) * per_line,
-        "rebalance_s": round(rebalance_s, 2),
+        "rebalance_time_s": round(rebalance_s, 2),
         "rebalancing_heartbeats": len(during),
         "rebalancing_heartbeat_p99_ms": _percentile_ms(during, 0.99) if during else None,
         "rebalancing_heartbeat_max_ms": _percentile_ms(during, 1.0) if during else None,
@@ -291,7 +291,7 @@ def partitions_case(workdir: Path, topics: int, per_topic: int, messages: int) -
             produce_s = time.perf_counter() - started
     return {
         "bench": "scale_partitions", "partitions": topics * per_topic, "topics": topics,
-        "create_s": round(create_s, 2), "startup_s": round(start_s, 2),
+        "create_time_s": round(create_s, 2), "startup_time_s": round(start_s, 2),
         "startup_rss_mb": rss, "messages": messages,
         "msgs_per_s": round(messages / produce_s),
     }
@@ -300,9 +300,18 @@ def partitions_case(workdir: Path, topics: int, per_topic: int, messages: int) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the size, under a minute")
+    parser.add_argument("--groups", type=int, help="groups of 10 members, a multiple of 100")
+    parser.add_argument("--rebalancing", type=int, help="groups that rebalance at once")
+    parser.add_argument("--topics", type=int, help="topics of --partitions partitions")
+    parser.add_argument("--partitions", type=int, default=1_000, help="partitions per topic")
+    parser.add_argument("--messages", type=int, help="messages spread over the partitions")
     args = parser.parse_args(argv)
     groups, rebalancing, seconds = (1_000, 100, 2.0) if args.quick else (10_000, 1_000, 5.0)
     topics, messages = (1, 20_000) if args.quick else (10, 200_000)
+    groups = args.groups or groups
+    rebalancing = args.rebalancing or rebalancing
+    topics = args.topics or topics
+    messages = args.messages or messages
     with tempfile.TemporaryDirectory(prefix="odradek-scale-") as workdir:
         settings = {"ODRADEK_GROUP_INITIAL_REBALANCE_DELAY_MS": str(INITIAL_DELAY_MS)}
         with start_odradek(Path(workdir) / "groups", settings=settings) as broker:
@@ -312,8 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = groups_case(broker, address, groups, rebalancing, seconds)
             line["topic_partitions"] = PARTITIONS
             print(json.dumps(line), flush=True)
-        print(json.dumps(partitions_case(Path(workdir) / "partitions", topics, 1_000, messages)),
-              flush=True)
+        partitions = partitions_case(Path(workdir) / "partitions", topics, args.partitions,
+                                     messages)
+        print(json.dumps(partitions), flush=True)
     return 0
 
 

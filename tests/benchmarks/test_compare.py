@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,14 @@ def test_figures_in_one_run_only_and_peer_lines_are_left_out() -> None:
     assert compare.changes(saved, [now("new", 1, "msg/s"), now("f", 0.1, "msg/s")]) == []
 
 
+@pytest.fixture
+def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report without plots: quicker, and matplotlib stays unimported for other tests."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.delitem(sys.modules, "benchmarks.plots", raising=False)
+
+
+@pytest.mark.usefixtures("no_plots")
 def test_run_saves_a_baseline_and_lists_what_got_worse(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,6 +91,7 @@ def test_run_saves_a_baseline_and_lists_what_got_worse(
            "value_bytes=100]: 4 -> 2 x (0.50x, higher is better)" in text
 
 
+@pytest.mark.usefixtures("no_plots")
 def test_a_file_that_is_not_json_lines_is_named() -> None:
     with pytest.raises(SystemExit, match="not a JSON line"):
         run.main(["--compare", __file__], areas=FAKE_AREAS)
