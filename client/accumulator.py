@@ -75,6 +75,11 @@ class RecordAccumulator:
         self.buffered_bytes += size
         return batch
 
+    def due_at_once(self, batch: ProducerBatch) -> bool:
+        """Whether ``batch``, just started, makes its partition sendable now: a batch is queued
+        before it (so that one is full), or nothing lingers."""
+        return not self.linger or len(self._queues[batch.tp]) > 1
+
     def extend(
         self, batch: ProducerBatch, records: Iterable[tuple[bytes | None, bytes | None, int]],
         size: int,

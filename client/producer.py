@@ -210,8 +210,11 @@ class Producer:
                 )
             batch = accumulator.append(found, key, value, timestamp, size, now)
         index = len(batch.records) - 1
-        # A new batch means the one before it is full or already sent: time to send and read.
-        if index == 0 or now >= self._next_io:
+        # Time to send and read: every millisecond, and when a new batch is due at once -- it
+        # has a full one queued before it, or linger_ms=0. A partition's first batch, lingering,
+        # is not: a producer spreading messages over many partitions starts a batch with nearly
+        # every message, and each round costs a look at every partition with batches queued.
+        if now >= self._next_io or (index == 0 and accumulator.due_at_once(batch)):
             self._run_once(0.0)
         return RecordFuture(batch, index)
 

@@ -3,6 +3,8 @@ same order, as one ``send`` each, with every check ``send`` makes."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from client import Producer
@@ -85,3 +87,49 @@ def test_a_producer_closed_after_sending_refuses_sends(fake: FakeBroker) -> None
         producer.send("t", b"after")
     with pytest.raises(Exception, match="closed"):
         producer.send_many("t", [b"after"])
+
+
+def _counting_runs(producer: Producer) -> list[int]:
+    """Freeze the producer's clock (no millisecond tick) and count its I/O rounds."""
+    runs = [0]
+    run_once = producer._run_once
+
+    def counted(timeout: float) -> None:
+        runs[0] += 1
+        run_once(timeout)
+
+    producer._run_once = counted  # type: ignore[method-assign]
+    producer._clock = lambda: 1_000_000.0
+    producer._next_io = 1_000_000.001
+    return runs
+
+
+def test_starting_lingering_batches_on_many_partitions_costs_no_io_round() -> None:
+    """Each I/O round looks at every partition with batches: one per message spread over many
+    partitions made sending O(partitions) per message."""
+    fake = FakeBroker({"wide": 100})
+    try:
+        with Producer(fake.bootstrap, linger_ms=5) as producer:
+            producer.partitions_for("wide")
+            runs = _counting_runs(producer)
+            for i in range(100):
+                producer.send("wide", b"v", partition=i)
+            assert runs == [0]
+            producer._clock = time.monotonic
+        assert sum(len(stored(fake, "wide", p)) for p in range(100)) == 100
+    finally:
+        fake.close()
+
+
+def test_a_batch_due_at_once_still_goes_out_at_once(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap, linger_ms=0) as producer:
+        runs = _counting_runs(producer)
+        producer.send("three", b"v", partition=0)
+        producer.send("three", b"v", partition=1)
+        assert runs == [2]  # nothing lingers: each new batch is due
+    with Producer(fake.bootstrap, linger_ms=60_000, batch_bytes=200) as producer:
+        runs = _counting_runs(producer)
+        producer.send("t", b"x" * 100)
+        assert runs == [0]
+        producer.send("t", b"x" * 100)  # the first batch is full
+        assert runs == [1]
