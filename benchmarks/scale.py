@@ -12,9 +12,10 @@ Prints JSON lines (``--quick``: a tenth of the groups and partitions, under a mi
   connections already open before the first join); the heartbeats/s the broker answers with
   64 in flight on every connection; the heartbeat round trip p50/p99 with every member
   heartbeating once per 3 s (Kafka's ``heartbeat.interval.ms``: 33,000 heartbeats/s for
-  100,000 members); and the p99 again on the other groups' connections while ``rebalancing``
-  groups rebalance at once (one member of each leaves; the others are told by their next
-  heartbeat and rejoin).
+  100,000 members; ``client_busy`` says how much of a core the simulating client needed for
+  it, as it shares the machine with the broker); and the p99 again on the other groups'
+  connections while ``rebalancing`` groups rebalance at once (one member of each leaves; the
+  others are told by their next heartbeat and rejoin).
 - ``scale_partitions``: 10 topics of 1,000 partitions (10,000) on one broker: the seconds to
   create them, the broker's start-up time and RSS over them (stopped and started again on the
   same data), and producer msgs/s with messages spread round robin over every partition.
@@ -91,7 +92,6 @@ class Line:
         self.pending: deque[tuple[str, Member, float]] = deque()  # kind, member, sent at
         self.next = 0  # the next member to heartbeat
         self.heartbeating = False
-        self.paced = 0  # heartbeats sent by the pacer
 
     def send(self, kind: str, member: Member) -> None:
         frame = member.join_frame() if kind == "join" else member.heartbeat_frame()
@@ -188,25 +188,28 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
     run_lines(flat, on_beat, lambda: all(not line.pending for line in flat))
 
     # latency: every member heartbeating once per HEARTBEAT_INTERVAL_S, paced
-    line_rate = per_line / HEARTBEAT_INTERVAL_S
-
     def pacer(paced: Sequence[Line]) -> Callable[[], None]:
+        """Heartbeats at the members' pace, spread evenly: the lines take turns."""
+        rate = len(paced) * per_line / HEARTBEAT_INTERVAL_S
         began = time.perf_counter()
-        for line in paced:
-            line.paced = 0
+        turn = [0, 0]  # heartbeats sent, the next line
 
-        def tick() -> None:  # each line's first heartbeat at once, then at the pace
-            due = 1 + int((time.perf_counter() - began) * line_rate)
-            for line in paced:
-                while line.paced < due:
-                    line.heartbeat_next()
-                    line.paced += 1
+        def tick() -> None:
+            due = 1 + int((time.perf_counter() - began) * rate)
+            sent, index = turn
+            while sent < due:
+                paced[index].heartbeat_next()
+                sent += 1
+                index = (index + 1) % len(paced)
+            turn[:] = sent, index
         return tick
 
     steady: list[float] = []
     sink = steady
     stop_at = time.monotonic() + seconds
+    cpu = time.process_time()
     run_lines(flat, on_beat, lambda: time.monotonic() >= stop_at, pacer(flat))
+    client_busy = (time.process_time() - cpu) / seconds
     run_lines(flat, on_beat, lambda: all(not line.pending for line in flat))
 
     # ``rebalancing`` groups rebalance at once while the others keep heartbeating, paced
@@ -259,6 +262,7 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
         "rate_per_s": round(total / HEARTBEAT_INTERVAL_S),
         "heartbeat_p50_ms": _percentile_ms(steady, 0.5),
         "heartbeat_p99_ms": _percentile_ms(steady, 0.99),
+        "client_busy": round(client_busy, 2),  # the simulating client's share of a core
         "rebalancing": len(moving) * per_line,
         "rebalance_time_s": round(rebalance_s, 2),
         "rebalancing_heartbeats": len(during),
