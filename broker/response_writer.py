@@ -89,7 +89,6 @@ class ResponseWriter:
             self._on_failure()
 
 
-
 def _packed_bytes(pieces: Sequence[Piece]) -> int:
     """The bytes held in memory (file slices are sent from the page cache)."""
     return sum(len(p) for p in pieces if isinstance(p, bytes))

@@ -4,10 +4,11 @@ Single-threaded: there is no background sender. Batches go out only inside the p
 calls, so it is worth knowing exactly which:
 
 - ``send()`` appends the message to its partition's open batch. When the message starts a new
-  batch (the last one was full or already sent), or a millisecond has passed since the producer
-  last did I/O, it also writes every *sendable* batch (full, or ``linger_ms`` old -- with the
-  default ``linger_ms=0`` that is at once) and reads the responses that have arrived, settling
-  their futures.
+  batch that is due at once (a full one is queued before it, or ``linger_ms=0``), or a
+  millisecond has passed since the producer last did I/O, it also writes every *sendable* batch
+  (full, or ``linger_ms`` old -- with the default ``linger_ms=0`` that is at once) and reads the
+  responses that have arrived, settling their futures. ``send_many()`` does the same for a run
+  of messages.
 - ``poll(timeout)`` does the same, waiting up to ``timeout`` seconds for responses and for
   lingering batches to come due (returning at once when nothing is queued or in flight).
 - ``flush(timeout)`` sends every batch at once, linger or not, and waits for all answers.
