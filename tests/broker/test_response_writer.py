@@ -56,7 +56,6 @@ def test_a_held_request_does_not_hold_the_responses_before_it() -> None:
 
     async def main() -> None:
         writer = ResponseWriter(recorder, timeout=10)
-        held = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer.run)
             await writer.put([b"heartbeat answer"])
@@ -64,8 +63,7 @@ def test_a_held_request_does_not_hold_the_responses_before_it() -> None:
                 while not recorder.calls:
                     await trio.sleep(0)  # the reader waiting on its held request
             seen_while_held.append(list(recorder.calls))
-            held.set()
-            await writer.put([b"join answer"])
+            await writer.put([b"join answer"])  # the held request answered at last
             writer.close()
 
     trio.run(main)
