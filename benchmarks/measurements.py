@@ -35,6 +35,7 @@ def unit_of(key: str) -> str | None:
     """The unit of a result field, or None when the field is a parameter.
 
     ``mb_per_s`` -> MB/s, ``heartbeats_per_s`` -> heartbeats/s, ``p999_ms`` -> ms,
+    ``coordinator_bytes_per_member`` -> B/member,
     ``rebalance_s`` -> s, ``peak_rss_mb`` -> MB, ``ratio`` -> x; but ``linger_ms`` or
     ``rate_per_s`` or ``total_mb`` are settings of the run, so parameters.
     """
@@ -46,6 +47,8 @@ def unit_of(key: str) -> str | None:
     if key.endswith("_per_s"):
         what = key[: -len("_per_s")].rsplit("_", 1)[-1]
         return _RATE_UNITS.get(what, f"{what}/s")
+    if "_bytes_per_" in key:  # coordinator_bytes_per_member -> B/member
+        return "B/" + key.rsplit("_bytes_per_", 1)[1]
     if words[-1] in _TIME_UNITS and _STAT_WORDS.intersection(words[:-1]):
         return _TIME_UNITS[words[-1]]
     if key == "seconds":

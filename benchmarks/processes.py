@@ -19,12 +19,21 @@ from typing import Any
 
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident set size (VmHWM) in units of 10**6 bytes; None if gone."""
+    return _status_mb(pid, "VmHWM:")
+
+
+def rss_mb(pid: int) -> float | None:
+    """The process's resident set size now (VmRSS) in units of 10**6 bytes; None if gone."""
+    return _status_mb(pid, "VmRSS:")
+
+
+def _status_mb(pid: int, field: str) -> float | None:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return round(int(line.split()[1]) * 1024 / 1e6, 1)
     return None
 

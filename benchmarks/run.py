@@ -5,8 +5,10 @@ Runs every area in ``AREAS`` in order, prints one JSON line per measurement -- `
 ``{"redis": {"value": ..., "ratio": odradek / peer}, ...}`` -- plus one line per area or peer
 that is missing or failed (``status`` and ``reason``), then writes benchmarks/report.md with its
 plots. ``--quick`` finishes within about two minutes, the full run within fifteen. Without
-``--json`` the summary table follows the JSON lines. Progress goes to stderr. Exit status 1 when
-an area failed (a missing one is reported, not an error).
+``--json`` the summary table follows the JSON lines. ``--compare FILE`` then lists every figure
+more than 20% worse than in FILE, a run saved with ``--save FILE`` (benchmarks/compare.py).
+Progress goes to stderr. Exit status 1 when an area failed (a missing one is reported, not an
+error).
 
 scripts/bench installs the peers (Debian's redis-server and nats-server) and the ``bench`` extra
 (matplotlib, redis, nats-py) first, then runs this.
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import latency, limits, machine, peers, report
+from benchmarks import compare, latency, limits, machine, peers, report
 from benchmarks.areas import Area, AreaResult, RawLine, TimeLimits, run_area, script
 from benchmarks.measurements import Measurement, Problem, join, json_line, normalise
 
@@ -49,6 +51,9 @@ AREAS = (
          script("benchmarks.coordinator")),
     Area("group", "rebalance time with 3/10/30 real consumers",
          script("benchmarks.group")),
+    Area("scale", "10,000 groups / 100,000 members and 10,000 partitions on one broker: memory, "
+         "heartbeat p99 while 1,000 groups rebalance, start-up",
+         script("benchmarks.scale")),
     Area("group_failover", "coordinator failover (kill -9 / SIGTERM of the broker coordinating "
          "10 groups of 10 consumers; 3 brokers, ZooKeeper) and Catch-up of 1,000,000 offset "
          "records", script("benchmarks.group", TimeLimits(quick=180.0, full=600.0),
@@ -116,7 +121,13 @@ def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None)
     parser.add_argument("--json", action="store_true", help="print only the JSON lines")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT,
                         help="where to write the report (plots go beside it)")
+    parser.add_argument("--save", type=Path, metavar="FILE",
+                        help="write the JSON lines to FILE too (a baseline for --compare)")
+    parser.add_argument("--compare", type=Path, metavar="FILE",
+                        help="list every figure more than 20%% worse than in FILE, a saved run "
+                             f"(the latest quick one: {compare.BASELINE.name})")
     args = parser.parse_args(argv)
+    saved = compare.load(args.compare) if args.compare else None  # a bad file fails first
     chosen = select(args.only) if areas is None else list(areas)
     command = "python -m benchmarks.run " + shlex.join(sys.argv[1:] if argv is None else argv)
     started = datetime.now(UTC)
@@ -126,6 +137,8 @@ def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None)
     items: list[Measurement | Problem] = [*measurements, *problems]
     for item in items:
         print(json_line(item), flush=True)
+    if args.save:
+        args.save.write_text("".join(json_line(item) + "\n" for item in items))
     record = report.RunRecord(
         command.strip(), started, time.monotonic() - start, machine.describe(), results,
         measurements, problems,
@@ -135,6 +148,10 @@ def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None)
     if summary and not args.json:
         print("\n" + "\n".join(report.table(summary)))
     print(f"benchmarks: wrote {', '.join(map(str, written))}", file=sys.stderr)
+    if saved is not None:  # after the JSON lines, so on stderr with --json
+        found = compare.changes(saved, measurements)
+        print("\n" + "\n".join(compare.report(args.compare, found)),
+              file=sys.stderr if args.json else sys.stdout)
     return 1 if any(r.status == "failed" for r in results) else 0
 
 

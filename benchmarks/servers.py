@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -136,10 +136,14 @@ def _accepts(port: int) -> Callable[[], str | None]:
     return ready
 
 
-def start_odradek(workdir: Path, timeout: float = START_TIMEOUT) -> ServerProcess:
-    """``python -m broker start --port 0``: its first output line names the port it got."""
+def start_odradek(
+    workdir: Path, timeout: float = START_TIMEOUT, settings: Mapping[str, str] | None = None
+) -> ServerProcess:
+    """``python -m broker start --port 0``: its first output line names the port it got.
+    ``settings``: ``ODRADEK_*`` variables to set, else defaults."""
     # Default settings whatever the caller's environment says; the package from this checkout.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ODRADEK_")}
+    env.update(settings or {})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     server = _spawn("odradek", [
         sys.executable, "-m", "broker", "start", "--host", "127.0.0.1", "--port", "0",

@@ -1,7 +1,10 @@
-"""One client connection: read requests, handle them one at a time in order, send responses.
+"""One client connection: read requests, handle them one at a time in order, queue responses.
 
 Seed 001: the broker reads and processes one outstanding request per client, so responses
-leave in request order and a client may pipeline. What the peer sends decides what happens:
+leave in request order and a client may pipeline. The responses go to the connection's writer
+task (broker/response_writer.py), which sends those ready at the same moment in one system call
+and never holds one back for a request still being handled. What the peer sends decides what
+happens:
 
 - a request whose header is readable but whose API, version or body is wrong gets an error
   response (``encode_request_error``) and the connection carries on;
@@ -36,6 +39,7 @@ from broker.frames import Piece, WithFileSlices, encode_with_file_slices
 from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
 from broker.memory_pool import SMALL_REQUEST_BYTES
+from broker.response_writer import ResponseTimeoutError, ResponseWriter
 from broker.security.listeners import Endpoint, SecurityProtocol
 from broker.security.sasl import SASL_SESSION, SaslSession
 from broker.security.setup import HandshakeError
@@ -96,61 +100,83 @@ class Connection:
         self._log.debug("connection.opened")
         client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket)
         CLIENT_CONNECTION.set(client)
+        writer = ResponseWriter(self._send, timeout=self._idle, on_failure=self.stop_waiting)
         reason = "closed by peer"
+        failure: Exception | None = None
         try:
-            if self._ctx.listener_security is not None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(writer.run)
                 try:
-                    self._io, self._sasl = await self._ctx.listener_security.open(
-                        self._endpoint, self._stream, client, self._read_timeout)
-                except HandshakeError as exc:
-                    raise _Close(str(exc), level=logging.INFO) from None
-                SASL_SESSION.set(self._sasl)
-            while True:
-                try:
-                    payload = self._decoder.next_frame()
-                except FrameTooLargeError as exc:
-                    raise _Close(str(exc)) from None
-                if payload is None:
-                    data = await self._receive()
-                    if data is None:
-                        reason = "stopping"
-                        break
-                    if not data:
-                        if self._decoder.buffered:
-                            reason = f"closed by peer {self._decoder.buffered} bytes into a request"
-                        break
-                    try:
-                        self._decoder.receive_data(data)
-                    except FrameTooLargeError as exc:
-                        raise _Close(str(exc)) from None
-                    continue
-                self._frame_deadline = None  # the next frame's clock starts when it is read
-                pieces = await self._respond(payload)
-                if pieces:
-                    with trio.move_on_after(self._idle) as timeout:
-                        await self._io.send(pieces)
-                    if timeout.cancelled_caught:
-                        raise _Close("the peer did not take its response in time")
-                if self._sasl is not None and self._sasl.failed:
-                    # sasl.failed has said why, once: a flood of failures logs one line each
-                    raise _Close("SASL authentication failed or out of order",
-                                 level=logging.DEBUG)
-                del payload, pieces  # not kept alive while waiting for the next request
-                self._release(self._held - self._decoder.buffered)  # the handled request's bytes
-                if self._ctx.stopping:
-                    reason = "stopping"
-                    break
-        except _Close as exc:
-            reason = str(exc)
-            self._log.log(exc.level, "connection.dropped", reason=reason)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            reason = f"broken: {exc}"
+                    await self._secure(client)
+                    reason = await self._serve(writer)
+                except (_Close, ResponseTimeoutError, trio.BrokenResourceError,
+                        trio.ClosedResourceError) as exc:
+                    failure = exc
+                finally:
+                    writer.close()  # the writer sends what is queued, then returns
+            failure = failure or writer.failure
+            if isinstance(failure, _Close | ResponseTimeoutError):
+                reason = str(failure)
+                level = failure.level if isinstance(failure, _Close) else logging.WARNING
+                self._log.log(level, "connection.dropped", reason=reason)
+            elif failure is not None:
+                reason = f"broken: {failure}"
         finally:
             self._release(self._held)
             self._ctx.groups.connection_closed(self.id)
             with trio.CancelScope(shield=True):
                 await self._io.aclose()
             self._log.debug("connection.closed", reason=reason)
+
+    async def _secure(self, client: ClientConnection) -> None:
+        """A TLS or SASL listener's handshake, before the first request: it picks the stream
+        the connection reads and writes (``self._io``) and its SASL session."""
+        if self._ctx.listener_security is None:
+            return
+        try:
+            self._io, self._sasl = await self._ctx.listener_security.open(
+                self._endpoint, self._stream, client, self._read_timeout)
+        except HandshakeError as exc:
+            raise _Close(str(exc), level=logging.INFO) from None
+        SASL_SESSION.set(self._sasl)
+
+    async def _send(self, pieces: Sequence[Piece]) -> None:
+        await self._io.send(pieces)
+
+    async def _serve(self, writer: ResponseWriter) -> str:
+        """Read and handle requests one at a time, queueing each response on ``writer``, until
+        the peer closes or the broker stops; why it ended."""
+        while True:
+            try:
+                payload = self._decoder.next_frame()
+            except FrameTooLargeError as exc:
+                raise _Close(str(exc)) from None
+            if payload is None:
+                data = await self._receive()
+                if data is None:
+                    if writer.failure is not None:
+                        raise writer.failure
+                    return "stopping"
+                if not data:
+                    if self._decoder.buffered:
+                        return f"closed by peer {self._decoder.buffered} bytes into a request"
+                    return "closed by peer"
+                try:
+                    self._decoder.receive_data(data)
+                except FrameTooLargeError as exc:
+                    raise _Close(str(exc)) from None
+                continue
+            self._frame_deadline = None  # the next frame's clock starts when it is read
+            pieces = await self._respond(payload)
+            if pieces:
+                await writer.put(pieces)
+            if self._sasl is not None and self._sasl.failed:
+                # sasl.failed has said why, once: a flood of failures logs one line each
+                raise _Close("SASL authentication failed or out of order", level=logging.DEBUG)
+            del payload, pieces  # not kept alive while waiting for the next request
+            self._release(self._held - self._decoder.buffered)  # the handled request's bytes
+            if self._ctx.stopping:
+                return "stopping"
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

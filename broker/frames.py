@@ -30,6 +30,7 @@ Piece = bytes | ReadResult
 SENDFILE_MIN_BYTES = 128 * 1024
 _BIN32 = struct.Struct(">BI")
 _BIN32_TYPE = 0xC6
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one writev takes
 
 
 def sendable(result: ReadResult) -> bytes | ReadResult:
@@ -80,12 +81,17 @@ def encode_with_file_slices(correlation_id: int, body: dict[str, Any]) -> list[P
 
 
 async def send_pieces(stream: trio.SocketStream, pieces: Sequence[Piece]) -> None:
-    """Write the pieces of one frame in order: bytes with ``write``, slices with ``sendfile``,
-    straight on the non-blocking socket, waiting only when its buffer is full."""
+    """Write the pieces of one or more frames in order: each run of packed bytes with one
+    ``writev`` (so responses queued together leave in one system call), slices with
+    ``sendfile``, straight on the non-blocking socket, waiting only when its buffer is full."""
     sock = stream.socket
     fd = sock.fileno()
+    run: list[bytes] = []
     for piece in pieces:
         if isinstance(piece, ReadResult):
+            if run:
+                await _write_all(sock, fd, run)
+                run = []
             in_fd, position, remaining = piece.fileno(), piece.position, piece.length
             while remaining:
                 sent = await _retry(sock, os.sendfile, fd, in_fd, position, remaining)
@@ -93,11 +99,32 @@ async def send_pieces(stream: trio.SocketStream, pieces: Sequence[Piece]) -> Non
                     raise trio.BrokenResourceError(f"file slice ended {remaining} bytes early")
                 position += sent
                 remaining -= sent
-        else:
-            view = memoryview(piece)
-            while view:
-                view = view[await _retry(sock, os.write, fd, view) :]
+        elif piece:
+            run.append(piece)
+    if run:
+        await _write_all(sock, fd, run)
     await trio.lowlevel.checkpoint()
+
+
+async def _write_all(sock: trio.socket.SocketType, fd: int, buffers: list[bytes]) -> None:
+    """Write every buffer, in order: ``write`` for one, ``writev`` (at most ``IOV_MAX`` at a
+    time) for several, going on after a partial write."""
+    if len(buffers) == 1:
+        view = memoryview(buffers[0])
+        while view:
+            view = view[await _retry(sock, os.write, fd, view) :]
+        return
+    views = [memoryview(b) for b in buffers]
+    first = 0
+    while first < len(views):
+        sent = await _retry(sock, os.writev, fd, views[first : first + _IOV_MAX])
+        while sent:
+            size = len(views[first])
+            if sent < size:
+                views[first] = views[first][sent:]
+                break
+            sent -= size
+            first += 1
 
 
 async def _retry(sock: trio.socket.SocketType, call: Callable[..., int], *args: Any) -> int:

@@ -48,7 +48,9 @@ class RecordAccumulator:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue else None
         # A batch that was already sent once stays as it is: a retry resends the same bytes.
-        if batch is None or batch.attempts or batch.size + size > self.batch_bytes:
+        if batch is None or not batch.open or batch.size + size > self.batch_bytes:
+            if batch is not None:
+                batch.open = False
             batch = ProducerBatch(tp, now, self._drive)
             queue.append(batch)
             self._queued += 1
@@ -66,12 +68,27 @@ class RecordAccumulator:
         if not queue:
             return None
         batch = queue[-1]
-        if batch.attempts or batch.size + size > self.batch_bytes:
+        if not batch.open or batch.size + size > self.batch_bytes:
             return None
         batch.records.append((key, value, timestamp))
         batch.size += size
         self.buffered_bytes += size
         return batch
+
+    def due_at_once(self, batch: ProducerBatch) -> bool:
+        """Whether ``batch``, just started, makes its partition sendable now: a batch is queued
+        before it (so that one is full), or nothing lingers."""
+        return not self.linger or len(self._queues[batch.tp]) > 1
+
+    def extend(
+        self, batch: ProducerBatch, records: Iterable[tuple[bytes | None, bytes | None, int]],
+        size: int,
+    ) -> None:
+        """Add messages of ``size`` bytes in all to ``batch``, an open one the caller has
+        checked has room for them."""
+        batch.records.extend(records)
+        batch.size += size
+        self.buffered_bytes += size
 
     def sendable(
         self, now: float, *, flushing: bool, busy: set[TopicPartition]
@@ -123,6 +140,8 @@ class RecordAccumulator:
         if not queue:
             del self._queues[tp]
         self._queued -= len(batches)
+        for batch in batches:
+            batch.open = False
         return batches
 
     def reenqueue(self, batches: list[ProducerBatch], retry_at: float) -> None:
@@ -143,7 +162,9 @@ class RecordAccumulator:
         emptied = []
         for tp, queue in self._queues.items():
             while queue and now - queue[0].created >= timeout:
-                out.append(queue.popleft())
+                batch = queue.popleft()
+                batch.open = False
+                out.append(batch)
             if not queue:
                 emptied.append(tp)
         for tp in emptied:
@@ -157,6 +178,8 @@ class RecordAccumulator:
     def abort_all(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (closing without a flush)."""
         out = [b for q in self._queues.values() for b in q]
+        for batch in out:
+            batch.open = False
         self._queues.clear()
         self._queued = 0
         return out

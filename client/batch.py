@@ -33,6 +33,7 @@ class ProducerBatch:
         "base_offset",
         "created",
         "error",
+        "open",
         "parts",
         "records",
         "retry_at",
@@ -44,6 +45,9 @@ class ProducerBatch:
         self.tp = tp
         self.created = created
         self.records: list[tuple[bytes | None, bytes | None, int]] = []
+        # Messages may still be added: the last batch of its partition's queue, never sent
+        # (the accumulator clears it when another batch follows, or it is drained or dropped).
+        self.open = True
         self.size = 0  # bytes the uncompressed message set takes
         self.attempts = 0
         self.retry_at = 0.0
@@ -74,6 +78,7 @@ class ProducerBatch:
             part.records = records
             part.size = sum(HEADER_V1 + len(k or b"") + len(v or b"") for k, v, _ in records)
             part.attempts = self.attempts  # sent before: not merged with other batches again
+            part.open = False
             parts.append(part)
         parts[1].size = self.size - parts[0].size  # the buffer accounting stays exact
         for index, fn in self._callbacks:

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgpack
 
-from coordinator.assignors import Assignment, TopicPartition
+from coordinator.assignors import Assignment, TopicPartition, shared
 from protocol.errors import ProtocolError
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -123,9 +123,9 @@ def decode_key(data: bytes) -> RecordKey:
 
 
 def _assignment(pairs: Iterable[Any]) -> Assignment:
-    return tuple(
-        sorted(TopicPartition(str(t), int(p)) for t, partitions in pairs for p in partitions)
-    )
+    return tuple(sorted(
+        shared(TopicPartition(str(t), int(p))) for t, partitions in pairs for p in partitions
+    ))
 
 
 def _grouped(assignment: Assignment) -> list[list[Any]]:

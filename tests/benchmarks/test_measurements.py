@@ -22,6 +22,8 @@ from benchmarks.measurements import Measurement, Problem, join, json_line, norma
         ("rebalance_s", "s"),
         ("peak_rss_mb", "MB"),
         ("ratio", "x"),
+        ("coordinator_bytes_per_member", "B/member"),
+        ("join_time_s", "s"),
         # settings of a run, not results
         ("linger_ms", None),
         ("rate_per_s", None),
