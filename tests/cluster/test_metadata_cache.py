@@ -55,9 +55,14 @@ def test_apply_takes_the_whole_view():
     cache = MetadataCache()
     cache.apply(controller.model.update_metadata())
     assert (cache.controller_id, cache.controller_epoch) == (0, 3)
-    assert cache.brokers == {b: LiveBroker(b, "127.0.0.1", 9092 + b, None) for b in (0, 1, 2)}
+    assert cache.brokers == {
+        b: LiveBroker(b, "127.0.0.1", 9092 + b, None, {"PLAINTEXT": ("127.0.0.1", 9092 + b)})
+        for b in (0, 1, 2)
+    }
     assert cache.partition("t", 1) == PartitionView(1, 0, (1, 2, 0), (1, 2, 0))
-    assert cache.leader("t", 1) == LiveBroker(1, "127.0.0.1", 9093, None)
+    assert cache.leader("t", 1) == LiveBroker(
+        1, "127.0.0.1", 9093, None, {"PLAINTEXT": ("127.0.0.1", 9093)}
+    )
     assert cache.get("t") == Topic("t", 2, 3, {"cleanup_policy": "compact"})
     assert cache.get("u") == Topic("u", 1, 1, {})
     assert cache.get("v") is None
@@ -72,7 +77,9 @@ def test_a_dead_leader_is_no_leader_in_the_cache():
     cache.apply(controller.model.update_metadata())
     assert cache.partition("t", 0) == PartitionView(NO_LEADER, 1, (0,), (0,))
     assert cache.leader("t", 0) is None
-    assert cache.leader("t", 1) == LiveBroker(1, "127.0.0.1", 9093, None)
+    assert cache.leader("t", 1) == LiveBroker(
+        1, "127.0.0.1", 9093, None, {"PLAINTEXT": ("127.0.0.1", 9093)}
+    )
     assert sorted(cache.brokers) == [1]
 
 
