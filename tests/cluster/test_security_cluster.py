@@ -14,11 +14,18 @@ from client.admin import Admin
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient
 from client.producer import Producer
-from client.security import SecurityConfig
+from client.security import SecurityConfig, SecurityOptions
+from protocol.acls import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from protocol.apis import ApiKey
-from tests.broker_process import REPO_ROOT
+from tests.broker_process import REPO_ROOT, BrokerProcess
 from tests.cluster.conftest import Cluster, replica_log, until
-from tests.security.support import PASSWORD, make_tls_files
+from tests.security.support import PASSWORD, TlsFiles, make_tls_files
 
 
 def test_replication_over_a_sasl_ssl_inter_broker_listener(
@@ -88,3 +95,78 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(
         assert network.send(-1, ApiKey.API_VERSIONS, {}).result(10)["apis"]
     finally:
         network.close()
+
+
+# ---------------------------------------------------------------- with the ACL authorizer
+
+def authorizing_cluster(make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path,
+                        super_users: str) -> tuple[Cluster, TlsFiles]:
+    """Two brokers (not started) with the authorizer on and a SASL_SSL inter-broker listener
+    on which they log in as ``broker``; users broker, admin and alice in ZooKeeper. Their
+    PLAINTEXT listener serves the harness's metadata (User:ANONYMOUS may describe brokers)."""
+    tls = make_tls_files(tmp_path / "tls")
+    password_file = tmp_path / "password"
+    password_file.write_text(PASSWORD)
+    for user in ("broker", "admin", "alice"):
+        added = subprocess.run(
+            [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
+             "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        assert added.returncode == 0, added.stderr
+    cluster = make_cluster(2, start=False, settings=tls.broker_settings(
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        inter_broker_listener_name="SASL_SSL",
+        sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
+        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD,
+        authorizer_enabled=True, super_users=super_users))
+    return cluster, tls
+
+
+def login(tls: TlsFiles, user: str) -> SecurityOptions:
+    return SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=user,
+                          sasl_plain_password=PASSWORD).options()
+
+
+def sasl_bootstrap(process: BrokerProcess) -> str:
+    return f"127.0.0.1:{process.listener_ports['SASL_SSL']}"
+
+
+def test_an_authorizing_cluster_replicates_as_its_super_user_broker(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path) -> None:
+    cluster, tls = authorizing_cluster(make_cluster, zk_connect, tmp_path,
+                                       super_users="User:broker;User:admin")
+    cluster.start()
+    bootstrap = sasl_bootstrap(cluster.brokers[0])
+    with Admin(bootstrap, **login(tls, "admin")) as admin:
+        admin.create_topic("secure", 1, replication_factor=2)
+        admin.create_acls([AclBinding(
+            resource_type=ResourceType.TOPIC, resource_name="secure",
+            pattern_type=PatternType.LITERAL, principal="User:alice", host="*",
+            operation=AclOperation.WRITE, permission=AclPermissionType.ALLOW)])
+    with Producer(bootstrap, acks=-1, **login(tls, "alice")) as producer:
+        for i in range(20):
+            producer.send("secure", b"m%d" % i)
+        producer.flush(30)  # acks=-1: the follower has fetched them, as User:broker
+
+    until(lambda: all(len(replica_log(p, "secure", 0)) == 20 for p in cluster.brokers.values()),
+          30, "both replicas hold all 20 messages")
+    for process in cluster.brokers.values():
+        assert "CLUSTER_AUTHORIZATION_FAILED" not in process.log_text()
+        assert PASSWORD not in process.log_text()
+
+
+def test_a_broker_user_without_cluster_action_is_refused_the_controllers_requests(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path) -> None:
+    cluster, _ = authorizing_cluster(make_cluster, zk_connect, tmp_path,
+                                     super_users="User:admin")
+    for process in cluster.brokers.values():
+        process.start()  # not cluster.start(): the brokers never agree on the cluster
+    until(lambda: cluster.controller_id() is not None, 20, "a controller")
+    controller = cluster.controller_id()
+    assert controller is not None
+    line = cluster.brokers[controller].wait_for_log(
+        r"controller\.request_refused.*CLUSTER_AUTHORIZATION_FAILED")
+    assert "User:broker" in line and "ClusterAction" in line
+    for process in cluster.brokers.values():
+        assert PASSWORD not in process.log_text()
