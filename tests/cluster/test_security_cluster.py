@@ -151,6 +151,20 @@ def test_an_authorizing_cluster_replicates_as_its_super_user_broker(
 
     until(lambda: all(len(replica_log(p, "secure", 0)) == 20 for p in cluster.brokers.values()),
           30, "both replicas hold all 20 messages")
+
+    # a quota on alice shares her ZooKeeper node with her credential: both are kept, she
+    # still logs in, and the partition's leader (whichever broker) holds her back
+    with Admin(bootstrap, **login(tls, "admin")) as admin:
+        admin.alter_client_quotas({"user": "alice"}, {"producer_byte_rate": 10_000})
+    node = cluster.json("/config/users/alice")["config"]
+    assert node["producer_byte_rate"] == "10000" and "SCRAM-SHA-512" in node
+
+    def throttled() -> bool:
+        with Producer(bootstrap, **login(tls, "alice")) as producer:
+            producer.send("secure", b"x" * 30_000).result(30)
+            return producer.throttle_stats.throttled > 0
+
+    until(throttled, 30, "alice's producer held back by her quota")
     for process in cluster.brokers.values():
         assert "CLUSTER_AUTHORIZATION_FAILED" not in process.log_text()
         assert PASSWORD not in process.log_text()
