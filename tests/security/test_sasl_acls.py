@@ -28,7 +28,11 @@ from client.producer import Producer
 from client.records import TopicPartition
 from client.security import SecurityConfig
 from protocol.apis import LATEST_TIMESTAMP, ApiKey
-from protocol.errors import ErrorCode, GroupAuthorizationFailedError
+from protocol.errors import (
+    ErrorCode,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+)
 from protocol.messageset import Record, encode_message_set
 from tests.broker_process import REPO_ROOT, BrokerProcess
 from tests.observability.console import ConsoleProcess
@@ -140,7 +144,11 @@ def test_an_acl_on_a_sasl_user_lets_alice_in_and_keeps_bob_out(secured: Secured)
 
     refused = produce_once(secured.sasl_bootstrap, secured.login("bob"), "orders")
     assert error_of(refused) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    assert latest_offset(secured, "orders") == 3  # bob's record was not written
+    with Producer(secured.sasl_bootstrap, **secured.login("bob").options()) as producer, \
+            pytest.raises(TopicAuthorizationFailedError) as denied:
+        producer.send("orders", b"bob's").result(30)
+    assert "orders" in str(denied.value) and PASSWORD not in repr(denied.value)
+    assert latest_offset(secured, "orders") == 3  # bob's records were not written
     assert PASSWORD not in secured.broker.log_text()
 
 
