@@ -446,7 +446,6 @@ class Output:
         self.err.write(text + "\n")
 
 
-
 def _replica_assignment(text: str) -> dict[int, list[int]]:
     try:
         return {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}

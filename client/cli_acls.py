@@ -135,7 +135,6 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         raise InvalidRequestError(str(exc)) from None
 
 
-
 def _show(args: argparse.Namespace, output: Output, title: str, acls: list[AclBinding]) -> None:
     acls = sorted(acls, key=lambda a: (a.resource_type, a.resource_name, a.pattern_type,
                                        a.principal, a.operation, a.permission, a.host))

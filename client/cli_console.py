@@ -31,7 +31,9 @@ def add_console_parser(
         help="a read-only web console of the cluster, topics and groups",
         description="Serve a read-only web console: the cluster (brokers, controller), "
         "topics with their partitions, groups, and a live page per group. It has no login: "
-        "keep it on 127.0.0.1 (the default) or behind something that authenticates.",
+        "keep it on 127.0.0.1 (the default) or behind something that authenticates. With "
+        "--command-config it logs in to the brokers as that user, and whoever reaches it "
+        "sees what that user may describe.",
     )
     console.add_argument("--bootstrap", default=bootstrap, metavar="HOST:PORT[,HOST:PORT...]",
                          help="brokers to contact first (default: %(default)s)")

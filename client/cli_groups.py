@@ -76,7 +76,6 @@ def add_groups_parser(
     add_watch_parser(actions, parents[0])  # the client options; it prints no JSON
 
 
-
 def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:
     with group_admin_client(args) as admin:
         groups = admin.list_groups()

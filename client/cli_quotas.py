@@ -79,7 +79,6 @@ def _entity(args: argparse.Namespace) -> dict[str, str | None]:
     return entity
 
 
-
 def _named(entity: dict[str, str | None], key: str) -> str:
     if key not in entity:
         return ""

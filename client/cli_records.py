@@ -70,7 +70,6 @@ def _before_offset(text: str) -> int:
     return value
 
 
-
 def cmd_records_delete(args: argparse.Namespace, output: Output) -> int:
     tp = TopicPartition(args.topic, args.partition)
     with admin_client(args) as admin:

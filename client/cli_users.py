@@ -135,7 +135,6 @@ def cmd_users_list(args: argparse.Namespace, output: Output) -> int:
     return 0
 
 
-
 def _offline(args: argparse.Namespace) -> bool:
     return args.data_dir is not None or args.zookeeper is not None
 
