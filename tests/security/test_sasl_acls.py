@@ -3,8 +3,9 @@ certificate gives is the one ACLs and quotas are matched against, and the CLI's 
 watch and console commands reach a SASL_SSL listener through ``--command-config``.
 
 One embedded broker per test with a SASL_SSL listener and an SSL listener that asks for client
-certificates, ``authorizer_enabled``, and ``User:admin`` in ``super_users``; the users admin,
-alice and bob are in its credential store before it starts.
+certificates, ``authorizer_enabled``, ``User:admin`` in ``super_users`` and debug logging (no
+password in any line); the users admin, alice and bob are in its credential store before it
+starts.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def secured(make_broker: Callable[..., BrokerProcess], tmp_path: Path) -> Secure
     write_users(tmp_path / "secured", "admin", "alice", "bob")
     broker = make_broker("secured", settings=tls.broker_settings(
         listeners="SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0", ssl_client_auth="requested",
-        authorizer_enabled=True, super_users="User:admin"))
+        authorizer_enabled=True, super_users="User:admin", log_level="debug"))
     secured = Secured(broker, tls, tmp_path)
     with secured.admin() as admin:
         admin.create_topic("orders")
@@ -142,8 +143,11 @@ def test_an_acl_on_a_sasl_user_lets_alice_in_and_keeps_bob_out(secured: Secured)
                              "--producer-byte-rate", "1")
     assert quotas.returncode == 1 and "AlterConfigs on the cluster" in quotas.stderr
 
-    refused = produce_once(secured.sasl_bootstrap, secured.login("bob"), "orders")
+    # PLAIN sends bob's password to the broker: refused, and in no log line, even at debug
+    plain = sasl_ssl(secured.tls, "bob", mechanism="PLAIN")
+    refused = produce_once(secured.sasl_bootstrap, plain, "orders")
     assert error_of(refused) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    secured.broker.wait_for_log(r"request\.denied.*User:bob")
     with Producer(secured.sasl_bootstrap, **secured.login("bob").options()) as producer, \
             pytest.raises(TopicAuthorizationFailedError) as denied:
         producer.send("orders", b"bob's").result(30)
