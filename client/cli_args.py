@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from client.admin import Admin
 from client.errors import ConfigError
+from client.group_admin import GroupAdmin
 from client.security import SecurityConfig, SecurityOptions
 
 
@@ -50,3 +52,13 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
     if config is None:
         return {}
     return config.options()
+
+
+def admin_client(args: argparse.Namespace) -> Admin:
+    """The Admin client of a command: --bootstrap, --api-timeout-ms and --command-config."""
+    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
+
+
+def group_admin_client(args: argparse.Namespace) -> GroupAdmin:
+    """``admin_client`` with the group tools (describe, lag, reset)."""
+    return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))

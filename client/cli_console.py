@@ -1,5 +1,5 @@
-"""``odradek console --bootstrap HOST:PORT [--listen 127.0.0.1:8080]``: serve the web console
-(client/console_app.py) with uvicorn until Ctrl-C.
+"""``odradek console --bootstrap HOST:PORT [--listen 127.0.0.1:8080] [--command-config F]``:
+serve the web console (client/console_app.py) with uvicorn until Ctrl-C.
 
 It prints its address on its first line. No login: it binds 127.0.0.1 by default. It asks the
 brokers with a 2 s timeout (``--api-timeout-ms``), so a broker gone shows as "disconnected"
@@ -12,7 +12,7 @@ import argparse
 import socket
 from typing import TYPE_CHECKING
 
-from client.cli_args import positive_int
+from client.cli_args import add_command_config, positive_int, security_options
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
@@ -31,7 +31,9 @@ def add_console_parser(
         help="a read-only web console of the cluster, topics and groups",
         description="Serve a read-only web console: the cluster (brokers, controller), "
         "topics with their partitions, groups, and a live page per group. It has no login: "
-        "keep it on 127.0.0.1 (the default) or behind something that authenticates.",
+        "keep it on 127.0.0.1 (the default) or behind something that authenticates. With "
+        "--command-config it logs in to the brokers as that user, and whoever reaches it "
+        "sees what that user may describe.",
     )
     console.add_argument("--bootstrap", default=bootstrap, metavar="HOST:PORT[,HOST:PORT...]",
                          help="brokers to contact first (default: %(default)s)")
@@ -41,6 +43,7 @@ def add_console_parser(
                          "disconnected (default: %(default)s)")
     console.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                          help="where to serve it (default: %(default)s; port 0 picks one)")
+    add_command_config(console)
     console.set_defaults(run=cmd_console)
 
 
@@ -62,7 +65,8 @@ def cmd_console(args: argparse.Namespace, output: Output) -> int:
     bound = sock.getsockname()
     output.out.write(f"odradek console on http://{host}:{bound[1]}/ (read-only, no login)\n")
     output.out.flush()
-    data = ConsoleData(args.bootstrap, timeout_ms=args.api_timeout_ms)
+    data = ConsoleData(args.bootstrap, timeout_ms=args.api_timeout_ms,
+                       security=security_options(args))
     try:
         config = uvicorn.Config(make_app(data), log_level="warning", lifespan="off")
         uvicorn.Server(config).run(sockets=[sock])

@@ -17,9 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from client.cli_args import security_options
+from client.cli_args import group_admin_client, security_options
 from client.consumer import Consumer
-from client.group_admin import GroupAdmin
 from client.offset_reset import (
     OffsetResetError,
     ResetSpec,
@@ -145,8 +144,7 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
     if args.export and args.json:
         usage.error("--export prints CSV: leave out --json")
     spec = _spec(args)
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
-                   **security_options(args)) as admin:
+    with group_admin_client(args) as admin:
         try:
             group = admin.describe_group(args.group)
             state, members = group.state, len(group.members)
@@ -193,8 +191,7 @@ def cmd_groups_reset_offsets(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
-                   **security_options(args)) as admin:
+    with group_admin_client(args) as admin:
         results = admin.delete_groups(args.groups)
     if args.json:
         output.json({g: None if e is None else str(e) for g, e in results.items()})
@@ -217,8 +214,7 @@ def cmd_groups_delete(args: argparse.Namespace, output: Output) -> int:
 
 def cmd_groups_delete_offsets(args: argparse.Namespace, output: Output) -> int:
     """One row per partition: deleted, or why not (exit 1 if any was refused)."""
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
-                   **security_options(args)) as admin:
+    with group_admin_client(args) as admin:
         try:
             results = admin.delete_offsets(args.group, args.topic, args.partitions)
         except GroupIdNotFoundError:

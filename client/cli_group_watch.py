@@ -18,8 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from client.cli_args import positive_int
-from client.group_admin import GroupAdmin
+from client.cli_args import group_admin_client, positive_int
 from client.group_view import GroupSnapshot, GroupView, member_name
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -49,7 +48,7 @@ def add_watch_parser(
 
 def cmd_groups_watch(args: argparse.Namespace, output: Output) -> int:
     console = Console(file=output.out)
-    with GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms) as admin:
+    with group_admin_client(args) as admin:
         view = GroupView(admin, args.group)
         try:
             with Live(console=console, auto_refresh=False, transient=False) as live:

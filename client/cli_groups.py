@@ -21,10 +21,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from client.cli_args import security_options
+from client.cli_args import group_admin_client
 from client.cli_group_changes import add_group_change_parsers
 from client.cli_group_watch import add_watch_parser
-from client.group_admin import GroupAdmin, GroupDescription, MemberDescription, PartitionLag
+from client.group_admin import GroupDescription, MemberDescription, PartitionLag
 from protocol.errors import GroupIdNotFoundError
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -76,13 +76,8 @@ def add_groups_parser(
     add_watch_parser(actions, parents[0])  # the client options; it prints no JSON
 
 
-def _group_admin(args: argparse.Namespace) -> GroupAdmin:
-    return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms,
-                   **security_options(args))
-
-
 def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:
-    with _group_admin(args) as admin:
+    with group_admin_client(args) as admin:
         groups = admin.list_groups()
     if args.json:
         output.json([
@@ -102,7 +97,7 @@ def cmd_groups_describe(args: argparse.Namespace, output: Output) -> int:
     if bool(args.groups) == args.all_groups:
         args.describe_parser.error("name the groups to describe, or give --all-groups "
                                    "(not both)")
-    with _group_admin(args) as admin:
+    with group_admin_client(args) as admin:
         if args.all_groups:
             group_ids = [g.group_id for g in admin.list_groups()]
         else:

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from client.admin import Admin
-from client.cli_args import non_negative_int, security_options
+from client.cli_args import admin_client, non_negative_int
 from client.records import TopicPartition
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -71,14 +70,9 @@ def _before_offset(text: str) -> int:
     return value
 
 
-def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms,
-                   **security_options(args))
-
-
 def cmd_records_delete(args: argparse.Namespace, output: Output) -> int:
     tp = TopicPartition(args.topic, args.partition)
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         low = admin.delete_records({tp: args.before})[tp]
     if args.json:
         output.json({"topic": tp.topic, "partition": tp.partition, "low_watermark": low})
@@ -88,7 +82,7 @@ def cmd_records_delete(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_log_dirs(args: argparse.Namespace, output: Output) -> int:
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         replicas = admin.describe_log_dirs(args.topics, brokers=args.brokers)
     replicas.sort(key=lambda r: (r.broker_id, r.topic, r.partition))
     if args.json:

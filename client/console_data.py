@@ -18,6 +18,7 @@ from client.group_admin import GroupAdmin
 from client.group_view import GroupView, member_name, total_lag
 from client.offsets import EARLIEST, LATEST
 from client.records import TopicPartition
+from client.security import SecurityOptions
 from protocol.errors import (
     BrokerError,
     GroupIdNotFoundError,
@@ -39,9 +40,12 @@ class NotFound(Exception):
 
 
 class ConsoleData:
-    def __init__(self, bootstrap: str, *, timeout_ms: int) -> None:
+    def __init__(self, bootstrap: str, *, timeout_ms: int,
+                 security: SecurityOptions | None = None) -> None:
+        """``security``: how to reach a secured listener (the clients' keyword arguments)."""
         self._bootstrap = bootstrap
         self._timeout_ms = timeout_ms
+        self._security = security or SecurityOptions()
         self._admin: GroupAdmin | None = None
         self._views: dict[str, GroupView] = {}
 
@@ -50,7 +54,8 @@ class ConsoleData:
 
     def _call(self, ask: Callable[[GroupAdmin], T]) -> T:
         if self._admin is None:
-            self._admin = GroupAdmin(self._bootstrap, timeout_ms=self._timeout_ms)
+            self._admin = GroupAdmin(self._bootstrap, timeout_ms=self._timeout_ms,
+                                     **self._security)
         try:
             return ask(self._admin)
         except UnknownTopicOrPartitionError as exc:

@@ -38,7 +38,7 @@ CLI_APIS: dict[str, tuple[ApiKey, ...]] = {
                              K.LIST_OFFSETS, K.OFFSET_COMMIT),
     "groups delete": (K.FIND_COORDINATOR, K.DELETE_GROUPS),
     "groups delete-offsets": (K.FIND_COORDINATOR, K.OFFSET_DELETE),
-    "cluster status": (K.METADATA,),
+    "cluster status": (K.METADATA, K.LIST_GROUPS, K.DESCRIBE_GROUPS),
     "cluster elect-leaders": (K.ELECT_LEADERS,),
     "records delete": (K.DELETE_RECORDS,),
     "log-dirs": (K.DESCRIBE_LOG_DIRS,),

@@ -14,6 +14,7 @@ that check and steps down, so it overwrites nothing. Brokers refuse its requests
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
-from protocol.errors import StaleControllerEpochError
+from protocol.errors import ClusterAuthorizationFailedError, StaleControllerEpochError
 
 log = structlog.get_logger(__name__)
 
@@ -717,11 +718,17 @@ class Controller:
     def _queue(self, broker_id: int, api: ApiKey, body: dict[str, Any]) -> None:
         queue = self._queues.get(broker_id)
         if queue is not None:
-            queue.put(api, body, self._answered)
+            queue.put(api, body, functools.partial(self._answered, broker_id, api))
 
-    def _answered(self, result: dict[str, Any] | BaseException) -> None:
+    def _answered(self, broker_id: int, api: ApiKey, result: dict[str, Any] | BaseException
+                  ) -> None:
         if isinstance(result, StaleControllerEpochError):
             self.resign(f"a broker refused epoch {self.epoch}: {result}")
+        elif isinstance(result, ClusterAuthorizationFailedError):
+            # the inter-broker principal lacks ClusterAction: nothing decided reaches that
+            # broker until an operator fixes super_users or the ACLs, so say so loudly
+            log.error("controller.request_refused", broker=broker_id, api=api.name,
+                      error=result.code.name, reason=str(result))
 
     def _open_queue(self, broker_id: int, reg: zk.BrokerRegistration) -> None:
         queue = RequestQueue(broker_id, reg.host, reg.port,

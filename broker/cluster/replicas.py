@@ -37,6 +37,7 @@ from broker.log.entries import entry_size_at
 from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
+    ClusterAuthorizationFailedError,
     ErrorCode,
     FencedLeaderEpochError,
     NotEnoughReplicasAfterAppendError,
@@ -364,6 +365,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, Replica] = {}
         self._wanted = trio.Event()
         self._fetching: trio.CancelScope | None = None
+        self._refused = False  # the leader refused this broker's principal; said once
 
     def add(self, replica: Replica) -> None:
         new = replica.tp not in self.partitions
@@ -389,6 +391,13 @@ class ReplicaFetcher:
                 try:
                     await self._truncate()
                     await self._fetch_once()
+                    self._refused = False
+                except ClusterAuthorizationFailedError as exc:
+                    if not self._refused:  # replication stops: an operator must act
+                        log.error("replica.fetch_refused", leader=self.leader,
+                                  error=exc.code.name, reason=str(exc))
+                    self._refused = True
+                    await trio.sleep(FETCH_BACKOFF)
                 except (LinkError, BrokerError) as exc:
                     log.debug("replica.fetch_failed", leader=self.leader, reason=str(exc))
                     await trio.sleep(FETCH_BACKOFF)

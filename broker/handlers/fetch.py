@@ -27,9 +27,9 @@ from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult
 from broker.security.quotas import CONSUMER_BYTE_RATE
-from protocol.acls import CLUSTER_NAME, ResourceType
+from protocol.acls import ResourceType
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ClusterAuthorizationFailedError, ErrorCode
+from protocol.errors import BrokerError, ErrorCode
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -42,9 +42,7 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
     version = request.header.api_version
     replica_id = body["replica_id"]
     if replica_id >= 0:
-        if not ctx.security.allowed(ApiKey.FETCH, ResourceType.CLUSTER, CLUSTER_NAME):
-            raise ClusterAuthorizationFailedError(
-                f"replica fetch from broker {replica_id} needs ClusterAction on the cluster")
+        ctx.security.require_cluster(ApiKey.FETCH, f"a replica fetch from broker {replica_id}")
         denied: set[str] = set()
     else:
         denied = {t["name"] for t in body["topics"]

@@ -17,6 +17,7 @@ from broker.security.quotas import ClientQuotas, QuotaEntity, describe
 from broker.security.store import SecurityStore
 from protocol.acls import CLUSTER_NAME, AclBinding, AclOperation, ResourceType, operation_for
 from protocol.apis import ApiKey
+from protocol.errors import ClusterAuthorizationFailedError
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,18 @@ class SecurityPolicy:
                       host=connection.host, operation=operation.title,
                       resource=f"{resource_type.title}:{name}")
         return ok
+
+    def require_cluster(self, api: ApiKey, what: str | None = None) -> None:
+        """ClusterAuthorizationFailedError unless the current principal may do what ``api``
+        needs on the cluster; the message names the operation and the principal (a broker
+        refused the controller's requests says which user lacks ClusterAction). Clients put
+        the API's name before it; ``what`` says more where the API does several things."""
+        if self.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
+            return
+        operation = operation_for(api, ResourceType.CLUSTER).title
+        raise ClusterAuthorizationFailedError(
+            f"{what + ' ' if what else ''}needs {operation} on the cluster, which "
+            f"{current_connection().principal} does not have (super_users or an ACL)")
 
     def may_create_topic(self, api: ApiKey, name: str) -> bool:
         """Create on the cluster, or on the topic (Kafka's CreateTopics and auto-creation)."""

@@ -1,24 +1,37 @@
 """Cluster mode with security: brokers replicate and take the controller's requests over a
 SASL_SSL inter-broker listener, logging in as their own user, whose credential was put in
 ZooKeeper before the cluster started (``odradek users add --zookeeper``); clients are given
-the brokers' addresses on the listener they came in on."""
+the brokers' addresses on the listener they came in on. With the authorizer on, the brokers'
+user needs to be a super user or hold ClusterAction on the cluster; without, the controller's
+requests and the followers' fetches are refused, and the logs say so."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from client.admin import Admin
+from client.admin import Admin, NewTopic
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient
 from client.producer import Producer
-from client.security import SecurityConfig
+from client.security import SecurityConfig, SecurityOptions
+from protocol.acls import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from protocol.apis import ApiKey
-from tests.broker_process import REPO_ROOT
+from tests.broker_process import REPO_ROOT, BrokerProcess
 from tests.cluster.conftest import Cluster, replica_log, until
-from tests.security.support import PASSWORD, make_tls_files
+from tests.security.support import PASSWORD, TlsFiles, make_tls_files
 
 
 def test_replication_over_a_sasl_ssl_inter_broker_listener(
@@ -88,3 +101,118 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(
         assert network.send(-1, ApiKey.API_VERSIONS, {}).result(10)["apis"]
     finally:
         network.close()
+
+
+# ---------------------------------------------------------------- with the ACL authorizer
+
+def authorizing_cluster(make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path,
+                        super_users: str) -> tuple[Cluster, TlsFiles]:
+    """Two brokers (not started) with the authorizer on and a SASL_SSL inter-broker listener
+    on which they log in as ``broker``; users broker, admin and alice in ZooKeeper. Their
+    PLAINTEXT listener serves the harness's metadata (User:ANONYMOUS may describe brokers)."""
+    tls = make_tls_files(tmp_path / "tls")
+    password_file = tmp_path / "password"
+    password_file.write_text(PASSWORD)
+    for user in ("broker", "admin", "alice"):
+        added = subprocess.run(
+            [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
+             "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
+            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        assert added.returncode == 0, added.stderr
+    cluster = make_cluster(2, start=False, settings=tls.broker_settings(
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        inter_broker_listener_name="SASL_SSL",
+        sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
+        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD,
+        authorizer_enabled=True, super_users=super_users))
+    return cluster, tls
+
+
+def login(tls: TlsFiles, user: str) -> SecurityOptions:
+    return SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                          sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=user,
+                          sasl_plain_password=PASSWORD).options()
+
+
+def sasl_bootstrap(process: BrokerProcess) -> str:
+    return f"127.0.0.1:{process.listener_ports['SASL_SSL']}"
+
+
+def test_an_authorizing_cluster_replicates_as_its_super_user_broker(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path) -> None:
+    cluster, tls = authorizing_cluster(make_cluster, zk_connect, tmp_path,
+                                       super_users="User:broker;User:admin")
+    cluster.start()
+    bootstrap = sasl_bootstrap(cluster.brokers[0])
+    with Admin(bootstrap, **login(tls, "admin")) as admin:
+        admin.create_topic("secure", 1, replication_factor=2)
+        admin.create_acls([AclBinding(
+            resource_type=ResourceType.TOPIC, resource_name="secure",
+            pattern_type=PatternType.LITERAL, principal="User:alice", host="*",
+            operation=AclOperation.WRITE, permission=AclPermissionType.ALLOW)])
+    with Producer(bootstrap, acks=-1, **login(tls, "alice")) as producer:
+        for i in range(20):
+            producer.send("secure", b"m%d" % i)
+        producer.flush(30)  # acks=-1: the follower has fetched them, as User:broker
+
+    until(lambda: all(len(replica_log(p, "secure", 0)) == 20 for p in cluster.brokers.values()),
+          30, "both replicas hold all 20 messages")
+
+    # a quota on alice shares her ZooKeeper node with her credential: both are kept, she
+    # still logs in, and the partition's leader (whichever broker) holds her back
+    with Admin(bootstrap, **login(tls, "admin")) as admin:
+        admin.alter_client_quotas({"user": "alice"}, {"producer_byte_rate": 10_000})
+    node = cluster.json("/config/users/alice")["config"]
+    assert node["producer_byte_rate"] == "10000" and "SCRAM-SHA-512" in node
+
+    def throttled() -> bool:
+        with Producer(bootstrap, **login(tls, "alice")) as producer:
+            producer.send("secure", b"x" * 30_000).result(30)
+            return producer.throttle_stats.throttled > 0
+
+    until(throttled, 30, "alice's producer held back by her quota")
+    for process in cluster.brokers.values():
+        assert "CLUSTER_AUTHORIZATION_FAILED" not in process.log_text()
+        assert PASSWORD not in process.log_text()
+
+
+def test_a_broker_user_without_cluster_action_is_refused(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path) -> None:
+    """The brokers' user is no super user: ClusterAction on the cluster lets it replicate;
+    once that ACL is gone, the followers' fetches and the controller's next requests are
+    refused, and both say so in their logs."""
+    cluster, tls = authorizing_cluster(make_cluster, zk_connect, tmp_path,
+                                       super_users="User:admin")
+    cluster_action = AclBinding(
+        resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+        pattern_type=PatternType.LITERAL, principal="User:broker", host="*",
+        operation=AclOperation.CLUSTER_ACTION, permission=AclPermissionType.ALLOW)
+    cluster.zk.create("/kafka-acl/Cluster/kafka-cluster", json.dumps({"version": 1, "acls": [
+        {"principal": "User:broker", "permissionType": "Allow", "operation": "ClusterAction",
+         "host": "*"}]}).encode(), makepath=True)
+    cluster.start()
+    bootstrap = sasl_bootstrap(cluster.brokers[0])
+    with Admin(bootstrap, **login(tls, "admin")) as admin:
+        admin.create_topic("secure", 1, replication_factor=2)
+        with Producer(bootstrap, acks=-1, **login(tls, "admin")) as producer:
+            producer.send("secure", b"replicated").result(30)  # the follower fetched it
+
+        assert admin.delete_acls([AclBindingFilter(
+            resource_type=ResourceType.CLUSTER, principal="User:broker")]) == [cluster_action]
+        follower = next(b for b in cluster.state("secure", 0)["isr"]
+                        if b != cluster.state("secure", 0)["leader"])
+        cluster.brokers[follower].wait_for_log(
+            r"replica\.fetch_refused.*CLUSTER_AUTHORIZATION_FAILED.*User:broker")
+    with Admin(bootstrap, timeout_ms=2_000, **login(tls, "admin")) as admin:
+        # placed in ZooKeeper; its leaders never reach the brokers (not waited for)
+        admin.create_topics([NewTopic("later", 1, 2)])
+
+    controller = cluster.controller_id()
+    assert controller is not None
+    line = cluster.brokers[controller].wait_for_log(
+        r"controller\.request_refused.*CLUSTER_AUTHORIZATION_FAILED")
+    assert "LEADER_AND_ISR" in line or "UPDATE_METADATA" in line
+    assert "ClusterAction" in line and "User:broker" in line
+    for process in cluster.brokers.values():
+        assert len(re.findall("replica.fetch_refused", process.log_text())) <= 1
+        assert PASSWORD not in process.log_text()

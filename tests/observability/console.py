@@ -14,11 +14,12 @@ START_TIMEOUT = 20.0
 
 
 class ConsoleProcess:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, *args: str) -> None:
+        """``args``: more options (``--command-config FILE``)."""
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "client.cli", "console", "--bootstrap", bootstrap,
-             "--listen", "127.0.0.1:0"],
+             "--listen", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=env)
         self.stderr: list[str] = []

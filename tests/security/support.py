@@ -11,7 +11,9 @@ from typing import Any
 import trustme
 
 from client.admin import Admin
+from client.security import SecurityConfig
 from protocol.apis import ApiKey
+from protocol.scram import CREDENTIALS_FILE, ScramCredential, encode_users
 from protocol.wire import decode_response_envelope, encode_request
 
 PASSWORD = "correct horse battery staple"
@@ -49,6 +51,38 @@ def add_user(bootstrap: str, name: str, password: str = PASSWORD,
     with Admin(bootstrap) as admin:
         for mechanism in mechanisms:
             admin.upsert_user_scram_credential(name, mechanism, password)
+
+
+def write_users(data_dir: Path, *names: str, password: str = PASSWORD,
+                mechanism: str = "SCRAM-SHA-256") -> None:
+    """SCRAM credentials in an embedded broker's data directory before it starts (what
+    ``odradek users add --data-dir`` writes)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    (data_dir / CREDENTIALS_FILE).write_bytes(encode_users(
+        {name: {mechanism: ScramCredential.derive(mechanism, password)} for name in names}))
+
+
+def sasl_ssl(tls: TlsFiles, user: str, password: str = PASSWORD,
+             mechanism: str = "SCRAM-SHA-256") -> SecurityConfig:
+    """A client logging in as ``user`` over SASL_SSL, trusting the test CA."""
+    return SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                          sasl_mechanism=mechanism, sasl_plain_username=user,
+                          sasl_plain_password=password)
+
+
+def properties_file(path: Path, config: SecurityConfig) -> Path:
+    """``config`` as Kafka client properties (``--command-config``), the login in
+    ``sasl.jaas.config`` as Kafka writes it."""
+    lines = [f"security.protocol={config.security_protocol}"]
+    if config.ssl_cafile:
+        lines.append(f"ssl.truststore.location={config.ssl_cafile}")
+    if config.uses_sasl:
+        lines += [f"sasl.mechanism={config.sasl_mechanism}",
+                  "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+                  f'required username="{config.sasl_plain_username}" '
+                  f'password="{config.sasl_plain_password}";']
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def raw_request(sock: socket.socket, api: ApiKey, body: dict[str, Any],

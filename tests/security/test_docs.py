@@ -1,5 +1,5 @@
-"""docs/security.md's tables are the ones made from API_ACLS, and every odradek
-command is in the command table."""
+"""docs/security.md's tables are the ones made from API_ACLS, every odradek command is in the
+command table, and every one that talks to brokers takes ``--command-config``."""
 
 from __future__ import annotations
 
@@ -30,3 +30,20 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
 
 def test_every_command_says_what_it_needs() -> None:
     assert _commands(build_parser()) == set(CLI_APIS) - {"consume --group"}
+
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for word in command.split():
+        (choices,) = [a.choices for a in parser._actions
+                      if isinstance(a, argparse._SubParsersAction)]
+        parser = choices[word]
+    return parser
+
+
+def test_every_command_that_talks_to_brokers_takes_command_config() -> None:
+    parser = build_parser()
+    for command, apis in CLI_APIS.items():
+        if apis and command != "consume --group":
+            options = {o for a in _subparser(parser, command)._actions for o in a.option_strings}
+            assert "--command-config" in options, command
