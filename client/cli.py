@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, TextIO
 
-from client.admin import Admin
 from client.cli_acls import add_acls_parser
 from client.cli_args import (
     add_command_config,
+    admin_client,
     non_negative_int,
     positive_int,
     security_options,
@@ -446,10 +446,6 @@ class Output:
         self.err.write(text + "\n")
 
 
-def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
-
-
 def _replica_assignment(text: str) -> dict[int, list[int]]:
     try:
         return {p: [int(b) for b in part.split(":")] for p, part in enumerate(text.split(","))}
@@ -462,7 +458,7 @@ def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
     assignment = args.replica_assignment
     if assignment is not None:
         args.partitions, args.replication_factor = len(assignment), len(assignment[0])
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         created = admin.create_topic(
             args.topic, args.partitions, args.replication_factor, dict(args.config),
             replica_assignment=assignment, exist_ok=args.if_not_exists,
@@ -485,7 +481,7 @@ def cmd_topics_create(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_topics_list(args: argparse.Namespace, output: Output) -> int:
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         names = admin.list_topics(include_internal=args.internal)
     if args.json:
         output.json(names)
@@ -496,7 +492,7 @@ def cmd_topics_list(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         topics = admin.describe_topics(args.topics or None)
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
         earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST)) if tps else {}
@@ -561,7 +557,7 @@ def cmd_topics_alter(args: argparse.Namespace, output: Output) -> int:
     if args.partitions is None and not changes and not args.delete_config:
         output.note("error: give --partitions, --config or --delete-config")
         return 2
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         if changes or args.delete_config:
             admin.alter_configs(args.topic, changes, args.delete_config)
         if args.partitions is not None:
@@ -596,7 +592,7 @@ def _broker_ids(text: str) -> list[int]:
 
 def cmd_topics_reassign(args: argparse.Namespace, output: Output) -> int:
     tp = (args.topic, args.partition)
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         admin.reassign_partitions({tp: args.replicas})
         if not args.wait:
             output.note(f"moving {args.topic}-{args.partition} to replicas {args.replicas}")
@@ -627,7 +623,7 @@ def cmd_topics_reassign(args: argparse.Namespace, output: Output) -> int:
 
 
 def cmd_topics_delete(args: argparse.Namespace, output: Output) -> int:
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         results = admin.delete_topics(args.topics)
     failed = {name: error for name, error in results.items() if error is not None}
     if args.json:

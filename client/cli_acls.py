@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from client.admin import Admin
+from client.cli_args import admin_client
 from protocol.acls import (
     CLUSTER_NAME,
     WILDCARD,
@@ -135,10 +135,6 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         raise InvalidRequestError(str(exc)) from None
 
 
-def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
-
-
 def _show(args: argparse.Namespace, output: Output, title: str, acls: list[AclBinding]) -> None:
     acls = sorted(acls, key=lambda a: (a.resource_type, a.resource_name, a.pattern_type,
                                        a.principal, a.operation, a.permission, a.host))
@@ -156,7 +152,7 @@ def _show(args: argparse.Namespace, output: Output, title: str, acls: list[AclBi
 
 def cmd_acls_add(args: argparse.Namespace, output: Output) -> int:
     acls = _bindings(args)
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         admin.create_acls(acls)
     _show(args, output, "Added ACLs", acls)
     return 0
@@ -173,7 +169,7 @@ def cmd_acls_remove(args: argparse.Namespace, output: Output) -> int:
         for (principal, permission), op, host in itertools.product(
             principals, args.operation or [AclOperation.ANY], args.host or [None])
     ]
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         removed = admin.delete_acls(filters)
     _show(args, output, "Removed ACLs", removed)
     if not removed:
@@ -186,7 +182,7 @@ def cmd_acls_list(args: argparse.Namespace, output: Output) -> int:
     acl_filter = AclBindingFilter(resource_type=resource_type, resource_name=name,
                                   pattern_type=parse_enum(PatternType, args.pattern),
                                   principal=args.principal)
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         acls = admin.describe_acls(acl_filter)
     _show(args, output, "ACLs", acls)
     return 0

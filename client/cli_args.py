@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from client.admin import Admin
 from client.errors import ConfigError
 from client.security import SecurityConfig, SecurityOptions
 
@@ -50,3 +51,9 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
     if config is None:
         return {}
     return config.options()
+
+
+def admin_client(args: argparse.Namespace) -> Admin:
+    """The Admin client of a command, logged in as ``--command-config`` says: one place, so no
+    command talks to a secured listener without it."""
+    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))

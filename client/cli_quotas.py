@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from client.admin import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Admin
-from client.cli_args import positive_int
+from client.admin import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from client.cli_args import admin_client, positive_int
 from protocol.errors import InvalidRequestError
 
 if TYPE_CHECKING:  # client.cli imports this module
@@ -79,10 +79,6 @@ def _entity(args: argparse.Namespace) -> dict[str, str | None]:
     return entity
 
 
-def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms)
-
-
 def _named(entity: dict[str, str | None], key: str) -> str:
     if key not in entity:
         return ""
@@ -97,7 +93,7 @@ def cmd_quotas_set(args: argparse.Namespace, output: Output) -> int:
     values = {k: v for k, v in values.items() if v is not None}
     if not values:
         raise InvalidRequestError("give --producer-byte-rate, --consumer-byte-rate or both")
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         admin.alter_client_quotas(entity, values)
     output.note(f"set {', '.join(f'{k}={v}' for k, v in values.items())} for "
                 f"user {_named(entity, 'user') or '-'}, client-id "
@@ -107,7 +103,7 @@ def cmd_quotas_set(args: argparse.Namespace, output: Output) -> int:
 
 def cmd_quotas_describe(args: argparse.Namespace, output: Output) -> int:
     entity = _entity(args)
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         quotas = admin.describe_client_quotas(entity or None)
     if args.json:
         output.json([{"entity": q.entity, "values": q.values} for q in quotas])
@@ -122,7 +118,7 @@ def cmd_quotas_describe(args: argparse.Namespace, output: Output) -> int:
 def cmd_quotas_delete(args: argparse.Namespace, output: Output) -> int:
     entity = _entity(args)
     keys = [_KEYS[q] for q in args.quota] or list(_KEYS.values())
-    with _admin(args) as admin:
+    with admin_client(args) as admin:
         admin.alter_client_quotas(entity, remove=keys)
     output.note(f"deleted {', '.join(keys)} of user {_named(entity, 'user') or '-'}, "
                 f"client-id {_named(entity, 'client-id') or '-'}")

@@ -23,8 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from client.admin import Admin
-from client.cli_args import positive_int, security_options
+from client.cli_args import admin_client, positive_int
 from client.errors import ConfigError
 from protocol.scram import (
     CREDENTIALS_FILE,
@@ -95,7 +94,7 @@ def cmd_users_add(args: argparse.Namespace, output: Output) -> int:
         with _store(args) as users:
             users.setdefault(args.name, {})[args.mechanism] = credential
     else:
-        with _admin(args) as admin:
+        with admin_client(args) as admin:
             admin.upsert_user_scram_credential(args.name, args.mechanism, password,
                                                iterations=args.iterations)
     output.note(f"user {args.name!r}: {args.mechanism} credential set")
@@ -110,7 +109,7 @@ def cmd_users_delete(args: argparse.Namespace, output: Output) -> int:
             if not gone or any(current.pop(m, None) is None for m in gone):
                 raise ConfigError(f"user {args.name!r} has no such credential")
     else:
-        with _admin(args) as admin:
+        with admin_client(args) as admin:
             gone = ([args.mechanism] if args.mechanism else
                     list(admin.describe_user_scram_credentials([args.name])[args.name]))
             for mechanism in gone:
@@ -125,7 +124,7 @@ def cmd_users_list(args: argparse.Namespace, output: Output) -> int:
             users = {name: {m: c.iterations for m, c in creds.items()}
                      for name, creds in stored.items() if creds}
     else:
-        with _admin(args) as admin:
+        with admin_client(args) as admin:
             users = admin.describe_user_scram_credentials()
     if getattr(args, "json", False):
         output.json([{"user": name, "mechanisms": sorted(mechs)}
@@ -134,10 +133,6 @@ def cmd_users_list(args: argparse.Namespace, output: Output) -> int:
         output.table("users", ["USER", "MECHANISMS"],
                      [(name, ", ".join(sorted(mechs))) for name, mechs in sorted(users.items())])
     return 0
-
-
-def _admin(args: argparse.Namespace) -> Admin:
-    return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
 
 
 def _offline(args: argparse.Namespace) -> bool:
