@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Protocol
 
 import trio
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
-from broker.cluster.zookeeper import ZooKeeper
+from broker.cluster.zookeeper import ZooKeeper, update_znode
 from protocol.scram import (
     CREDENTIALS_FILE,
     ScramCredential,
@@ -23,8 +22,7 @@ from protocol.scram import (
     encode_user,
     encode_users,
 )
-
-USERS = "/config/users"
+from protocol.zk_names import USERS_ZNODE, unescape, user_znode
 
 Credentials = dict[str, ScramCredential]  # by mechanism
 
@@ -87,39 +85,25 @@ class ZooKeeperCredentialStore:
 
     async def user(self, name: str) -> Credentials:
         try:
-            data, _ = await self._zoo.call(self._zoo.kazoo.get, f"{USERS}/{name}")
+            data, _ = await self._zoo.call(self._zoo.kazoo.get, user_znode(name))
         except NoNodeError:
             return {}
         return decode_user(data)
 
     async def users(self) -> dict[str, Credentials]:
         try:
-            names = await self._zoo.call(self._zoo.kazoo.get_children, USERS)
+            names = await self._zoo.call(self._zoo.kazoo.get_children, USERS_ZNODE)
         except NoNodeError:
             return {}
-        found = {name: await self.user(name) for name in sorted(names)}
+        found = {unescape(n): await self.user(unescape(n)) for n in sorted(names)}
         return {name: creds for name, creds in found.items() if creds}
 
     async def put(self, name: str, credentials: Credentials) -> None:
         """Replace the user's SCRAM credentials, keeping the rest of the node (its quotas and
         their ``clients`` children): a read, then a write conditional on what was read."""
-        await self._zoo.call(_put_user, self._zoo.kazoo, f"{USERS}/{name}", credentials)
+        def change(data: bytes | None) -> bytes | None:
+            if data is None and not credentials:
+                return None
+            return encode_user(credentials, data)
 
-
-def _put_user(kazoo: KazooClient, path: str, credentials: Credentials) -> None:
-    while True:
-        try:
-            data, stat = kazoo.get(path)
-        except NoNodeError:
-            data, stat = None, None
-        if stat is None and not credentials:
-            return
-        new = encode_user(credentials, data)
-        try:
-            if stat is None:
-                kazoo.create(path, new, makepath=True)
-            else:
-                kazoo.set(path, new, version=stat.version)
-            return
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue  # changed meanwhile (a quota, another broker): read it again
+        await self._zoo.call(update_znode, self._zoo.kazoo, user_znode(name), change)
