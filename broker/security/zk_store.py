@@ -31,14 +31,11 @@ from kazoo.exceptions import NoNodeError
 
 from broker.cluster.zookeeper import ZooKeeper, update_znode
 from broker.security.quotas import CLIENT_ID, USER, QuotaEntity
-from broker.security.store import SecurityStoreError, quota_values
+from broker.security.store import SecurityStoreError, acl_entry, acl_from_entry, quota_values
 from protocol.acls import (
     AclBinding,
-    AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
-    parse_enum,
 )
 from protocol.zk_names import USERS_ZNODE, escape, unescape
 
@@ -83,20 +80,14 @@ def _load(path: str, data: bytes) -> dict[str, Any]:
 def _decode_acls(path: str, data: bytes, resource_type: ResourceType, pattern: PatternType,
                  name: str) -> list[AclBinding]:
     try:
-        return [AclBinding(
-            resource_type=resource_type, resource_name=name, pattern_type=pattern,
-            principal=str(a["principal"]), host=str(a["host"]),
-            operation=parse_enum(AclOperation, a["operation"]),
-            permission=parse_enum(AclPermissionType, a["permissionType"]),
-        ) for a in _load(path, data).get("acls", [])]
+        return [acl_from_entry(resource_type, pattern, name, a)
+                for a in _load(path, data).get("acls", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise SecurityStoreError(f"{path}: {type(exc).__name__}: {exc}") from None
 
 
 def _encode_acls(acls: Iterable[AclBinding]) -> bytes:
-    return json.dumps({"version": 1, "acls": [
-        {"principal": a.principal, "permissionType": a.permission.title,
-         "operation": a.operation.title, "host": a.host} for a in acls]}).encode()
+    return json.dumps({"version": 1, "acls": [acl_entry(a) for a in acls]}).encode()
 
 
 class ZkSecurityStore:
