@@ -53,7 +53,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
 from broker.memory_pool import SMALL_REQUEST_BYTES
 from broker.response_writer import ResponseTimeoutError, ResponseWriter
-from broker.security.listeners import Endpoint, SecurityProtocol
+from broker.security.listeners import Endpoint
 from broker.security.sasl import SASL_SESSION, SaslSession
 from broker.security.setup import HandshakeError
 from broker.streams import ConnectionStream, PlainStream
@@ -76,12 +76,8 @@ class _Close(Exception):
         self.level = level
 
 
-_PLAINTEXT = Endpoint(SecurityProtocol.PLAINTEXT, "", 0)
-
-
 class Connection:
-    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream,
-                 endpoint: Endpoint = _PLAINTEXT) -> None:
+    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream, endpoint: Endpoint) -> None:
         self._ctx = ctx
         self._stream = stream
         self._endpoint = endpoint
