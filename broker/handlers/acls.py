@@ -8,9 +8,9 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.security.authorizer import AclAuthorizer
-from protocol.acls import CLUSTER_NAME, AclBinding, AclBindingFilter, ResourceType
+from protocol.acls import AclBinding, AclBindingFilter
 from protocol.apis import ApiKey
-from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, SecurityDisabledError
+from protocol.errors import ErrorCode, SecurityDisabledError
 from protocol.wire import Request
 
 
@@ -19,10 +19,7 @@ def _authorizer(ctx: BrokerContext, api: ApiKey) -> AclAuthorizer:
         raise SecurityDisabledError(
             "this broker runs without an authorizer (authorizer_enabled = false): it keeps no "
             "ACLs")
-    if not ctx.security.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise ClusterAuthorizationFailedError(
-            f"{api.name} needs {'Describe' if api == ApiKey.DESCRIBE_ACLS else 'Alter'} on "
-            "the cluster")
+    ctx.security.require_cluster(api)
     return ctx.security.authorizer
 
 

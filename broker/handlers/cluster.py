@@ -12,9 +12,7 @@ from typing import Any
 
 from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
-from protocol.acls import CLUSTER_NAME, ResourceType
 from protocol.errors import (
-    ClusterAuthorizationFailedError,
     ErrorCode,
     InvalidRequestError,
     StaleControllerEpochError,
@@ -25,9 +23,7 @@ from protocol.wire import Request
 def _check_cluster(ctx: BrokerContext, request: Request) -> None:
     """With an authorizer: what ``API_ACLS`` lists on the cluster (ClusterAction for the
     requests between brokers, Alter for elections and reassignments)."""
-    if not ctx.security.allowed(request.api.key, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise ClusterAuthorizationFailedError(
-            f"{request.api.name} is not allowed to this principal on the cluster")
+    ctx.security.require_cluster(request.api.key)
 
 
 def _node(ctx: BrokerContext, request: Request) -> ClusterNode:

@@ -8,17 +8,11 @@ from typing import Any
 
 from broker.context import BrokerContext
 from broker.security.quotas import QUOTA_KEYS, QuotaEntity, canonical, describe
-from protocol.acls import CLUSTER_NAME, ResourceType
 from protocol.apis import ApiKey
-from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, InvalidRequestError
+from protocol.errors import ErrorCode, InvalidRequestError
 from protocol.wire import Request
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
-
-
-def _check(ctx: BrokerContext, api: ApiKey, needs: str) -> None:
-    if not ctx.security.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise ClusterAuthorizationFailedError(f"{api.name} needs {needs} on the cluster")
 
 
 def _entity(parts: list[dict[str, Any]]) -> QuotaEntity:
@@ -36,7 +30,7 @@ def _entity_wire(entity: QuotaEntity) -> list[dict[str, Any]]:
 
 
 async def describe_client_quotas(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    _check(ctx, ApiKey.DESCRIBE_CLIENT_QUOTAS, "DescribeConfigs")
+    ctx.security.require_cluster(ApiKey.DESCRIBE_CLIENT_QUOTAS)
     components = request.body["components"]
     for c in components:
         if c["match_type"] not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
@@ -65,7 +59,7 @@ async def describe_client_quotas(ctx: BrokerContext, request: Request) -> dict[s
 
 
 async def alter_client_quotas(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    _check(ctx, ApiKey.ALTER_CLIENT_QUOTAS, "AlterConfigs")
+    ctx.security.require_cluster(ApiKey.ALTER_CLIENT_QUOTAS)
     results = []
     for entry in request.body["entries"]:
         result = {"error_code": ErrorCode.NONE, "error_message": None, "entity": entry["entity"]}

@@ -14,11 +14,10 @@ import structlog
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.topics import refuse_internal
-from protocol.acls import CLUSTER_NAME, ResourceType
+from protocol.acls import ResourceType
 from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
-    ClusterAuthorizationFailedError,
     ErrorCode,
     OffsetOutOfRangeError,
     TopicAuthorizationFailedError,
@@ -86,8 +85,7 @@ def _deleted(partition: int, code: ErrorCode, message: str | None) -> dict[str, 
 
 
 async def describe_log_dirs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    if not ctx.security.allowed(ApiKey.DESCRIBE_LOG_DIRS, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise ClusterAuthorizationFailedError("DescribeLogDirs needs Describe on the cluster")
+    ctx.security.require_cluster(ApiKey.DESCRIBE_LOG_DIRS)
     wanted = request.body["topics"]
     wanted_set = None if wanted is None else set(wanted)
     manager = ctx.topics.logs

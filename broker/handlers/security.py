@@ -11,9 +11,8 @@ import structlog
 from broker.context import BrokerContext
 from broker.security.credentials import CredentialStore
 from broker.security.sasl import SASL_SESSION
-from protocol.acls import CLUSTER_NAME, ResourceType
 from protocol.apis import ApiKey
-from protocol.errors import ClusterAuthorizationFailedError, ErrorCode, InvalidRequestError
+from protocol.errors import ErrorCode, InvalidRequestError
 from protocol.scram import CredentialFormatError, ScramCredential
 from protocol.wire import Request
 
@@ -23,9 +22,7 @@ _NOT_SASL = "this listener does not use SASL"
 
 
 def _store(ctx: BrokerContext, api: ApiKey) -> CredentialStore:
-    if not ctx.security.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
-        raise ClusterAuthorizationFailedError(f"{api.name} needs its ACL on the cluster "
-                                              "(see docs/security.md)")
+    ctx.security.require_cluster(api)
     if ctx.listener_security is None:
         raise InvalidRequestError("this broker keeps no user credentials")
     return ctx.listener_security.credentials

@@ -17,6 +17,7 @@ from broker.security.quotas import ClientQuotas, QuotaEntity, describe
 from broker.security.store import SecurityStore
 from protocol.acls import CLUSTER_NAME, AclBinding, AclOperation, ResourceType, operation_for
 from protocol.apis import ApiKey
+from protocol.errors import ClusterAuthorizationFailedError
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +66,16 @@ class SecurityPolicy:
                       host=connection.host, operation=operation.title,
                       resource=f"{resource_type.title}:{name}")
         return ok
+
+    def require_cluster(self, api: ApiKey) -> None:
+        """CLUSTER_AUTHORIZATION_FAILED unless the current principal may do what ``api`` needs
+        on the cluster; the error names the operation and the principal, what to grant."""
+        if not self.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
+            needed = operation_for(api, ResourceType.CLUSTER)
+            connection = current_connection()
+            raise ClusterAuthorizationFailedError(
+                f"needs {needed.title} on the cluster, not allowed to {connection.principal} "
+                f"from {connection.host or 'this broker'}")
 
     def may_create_topic(self, api: ApiKey, name: str) -> bool:
         """Create on the cluster, or on the topic (Kafka's CreateTopics and auto-creation)."""
