@@ -7,6 +7,7 @@ the broker is stopped)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -32,8 +33,10 @@ class CredentialStore(Protocol):
 
     async def users(self) -> dict[str, Credentials]: ...
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        """Replace ``name``'s credentials; none left removes the user."""
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        """Replace ``name``'s credentials with ``change(current)``, read and written as one
+        step so that a change made meanwhile (another broker's) is not lost: ``change`` may be
+        called again on what is there then. None left removes the user."""
 
 
 class FileCredentialStore:
@@ -61,10 +64,10 @@ class FileCredentialStore:
     async def users(self) -> dict[str, Credentials]:
         return {name: dict(creds) for name, creds in self._load().items()}
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        async with self._lock:
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        async with self._lock:  # this broker is the file's only writer while it runs
             users = dict(self._load())
-            users[name] = credentials
+            users[name] = change(dict(users.get(name, {})))
             write_atomically(self.path, encode_users(users))
 
 
@@ -98,12 +101,13 @@ class ZooKeeperCredentialStore:
         found = {unescape(n): await self.user(unescape(n)) for n in sorted(names)}
         return {name: creds for name, creds in found.items() if creds}
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        """Replace the user's SCRAM credentials, keeping the rest of the node (its quotas and
-        their ``clients`` children): a read, then a write conditional on what was read."""
-        def change(data: bytes | None) -> bytes | None:
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        """The user's SCRAM credentials changed on what ZooKeeper holds, conditional on its
+        version; the rest of the node (the user's quotas) kept."""
+        def change_node(data: bytes | None) -> bytes | None:
+            credentials = change(decode_user(data or b""))
             if data is None and not credentials:
                 return None
             return encode_user(credentials, data)
 
-        await self._zoo.call(update_znode, self._zoo.kazoo, user_znode(name), change)
+        await self._zoo.call(update_znode, self._zoo.kazoo, user_znode(name), change_node)

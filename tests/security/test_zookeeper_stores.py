@@ -13,7 +13,8 @@ from kazoo.client import KazooClient
 from broker.cluster.zookeeper import ZooKeeper, update_znode
 from broker.security.credentials import ZooKeeperCredentialStore
 from broker.security.zk_store import ZkSecurityStore, quota_path
-from protocol.scram import ScramCredential
+from protocol.scram import ScramCredential, encode_user
+from protocol.zk_names import user_znode
 
 
 @pytest.fixture
@@ -64,13 +65,13 @@ async def test_a_users_credentials_share_the_node_of_their_quotas(zoo: ZooKeeper
     entity = (("user", name),)
     await quotas.alter_quota(entity, {"producer_byte_rate": 1024}, [])
     credential = ScramCredential.derive("SCRAM-SHA-256", "s3cret")
-    await credentials.put(name, {"SCRAM-SHA-256": credential})
+    await credentials.alter(name, lambda current: {"SCRAM-SHA-256": credential})
     assert await credentials.user(name) == {"SCRAM-SHA-256": credential}
     assert await credentials.users() == {name: {"SCRAM-SHA-256": credential}}
     assert (await quotas.load_quotas())[entity] == {"producer_byte_rate": 1024}
     node = json.loads((await zoo.call(zoo.kazoo.get, quota_path(entity)))[0])
     assert set(node["config"]) == {"producer_byte_rate", "SCRAM-SHA-256"}
-    await credentials.put(name, {})
+    await credentials.alter(name, lambda current: {})
     assert await credentials.users() == {}
     assert (await quotas.load_quotas())[entity] == {"producer_byte_rate": 1024}
 
@@ -83,3 +84,23 @@ async def test_a_user_node_made_for_a_client_quota_holds_no_credentials(zoo: Zoo
                                            {"consumer_byte_rate": 1024}, [])
     assert await credentials.user("alice") == {}
     assert await credentials.users() == {}
+
+
+async def test_a_credential_added_meanwhile_by_another_broker_is_kept(zoo: ZooKeeper):
+    """Two brokers add alice's two mechanisms at once: the second write, conditional on the
+    version it read, reads again and keeps the first."""
+    store = ZooKeeperCredentialStore(zoo)
+    sha256 = ScramCredential.derive("SCRAM-SHA-256", "s3cret")
+    sha512 = ScramCredential.derive("SCRAM-SHA-512", "s3cret")
+    calls = 0
+
+    def add_sha256(current: dict[str, ScramCredential]) -> dict[str, ScramCredential]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the other broker writes between this read and this write
+            zoo.kazoo.create(user_znode("alice"), encode_user({"SCRAM-SHA-512": sha512}),
+                             makepath=True)
+        return {**current, "SCRAM-SHA-256": sha256}
+
+    await store.alter("alice", add_sha256)
+    assert await store.user("alice") == {"SCRAM-SHA-256": sha256, "SCRAM-SHA-512": sha512}
