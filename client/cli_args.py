@@ -8,6 +8,7 @@ from pathlib import Path
 
 from client.admin import Admin
 from client.errors import ConfigError
+from client.group_admin import GroupAdmin
 from client.security import SecurityConfig, SecurityOptions
 
 
@@ -54,6 +55,10 @@ def security_options(args: argparse.Namespace) -> SecurityOptions:
 
 
 def admin_client(args: argparse.Namespace) -> Admin:
-    """The Admin client of a command, logged in as ``--command-config`` says: one place, so no
-    command talks to a secured listener without it."""
+    """The Admin client of a command: --bootstrap, --api-timeout-ms and --command-config."""
     return Admin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
+
+
+def group_admin_client(args: argparse.Namespace) -> GroupAdmin:
+    """``admin_client`` with the group tools (describe, lag, reset)."""
+    return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))

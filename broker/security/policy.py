@@ -67,15 +67,17 @@ class SecurityPolicy:
                       resource=f"{resource_type.title}:{name}")
         return ok
 
-    def require_cluster(self, api: ApiKey) -> None:
-        """CLUSTER_AUTHORIZATION_FAILED unless the current principal may do what ``api`` needs
-        on the cluster; the error names the operation and the principal, what to grant."""
-        if not self.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
-            needed = operation_for(api, ResourceType.CLUSTER)
-            connection = current_connection()
-            raise ClusterAuthorizationFailedError(
-                f"needs {needed.title} on the cluster, not allowed to {connection.principal} "
-                f"from {connection.host or 'this broker'}")
+    def require_cluster(self, api: ApiKey, what: str | None = None) -> None:
+        """ClusterAuthorizationFailedError unless the current principal may do what ``api``
+        needs on the cluster; the message names the operation and the principal (a broker
+        refused the controller's requests says which user lacks ClusterAction). Clients put
+        the API's name before it; ``what`` says more where the API does several things."""
+        if self.allowed(api, ResourceType.CLUSTER, CLUSTER_NAME):
+            return
+        operation = operation_for(api, ResourceType.CLUSTER).title
+        raise ClusterAuthorizationFailedError(
+            f"{what + ' ' if what else ''}needs {operation} on the cluster, which "
+            f"{current_connection().principal} does not have (super_users or an ACL)")
 
     def may_create_topic(self, api: ApiKey, name: str) -> bool:
         """Create on the cluster, or on the topic (Kafka's CreateTopics and auto-creation)."""
