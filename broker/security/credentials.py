@@ -17,6 +17,7 @@ from kazoo.exceptions import NoNodeError
 from broker.cluster.zookeeper import ZooKeeper, update_znode
 from protocol.scram import (
     CREDENTIALS_FILE,
+    CredentialFormatError,
     ScramCredential,
     decode_user,
     decode_users,
@@ -54,7 +55,10 @@ class FileCredentialStore:
             return self._users
         key = (stat.st_mtime_ns, stat.st_size)
         if key != self._seen:
-            self._users = decode_users(self.path.read_bytes())
+            try:
+                self._users = decode_users(self.path.read_bytes())
+            except CredentialFormatError as exc:
+                raise CredentialFormatError(f"{self.path}: {exc}") from None
             self._seen = key
         return self._users
 
@@ -91,7 +95,10 @@ class ZooKeeperCredentialStore:
             data, _ = await self._zoo.call(self._zoo.kazoo.get, user_znode(name))
         except NoNodeError:
             return {}
-        return decode_user(data)
+        try:
+            return decode_user(data)
+        except CredentialFormatError as exc:
+            raise CredentialFormatError(f"ZooKeeper's {user_znode(name)}: {exc}") from None
 
     async def users(self) -> dict[str, Credentials]:
         try:
