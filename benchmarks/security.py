@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any
 
 import trustme
 
+from benchmarks.servers import stop_process
 from benchmarks.throughput import VALUE_BYTES, emit, new_topic, values
 from client import Admin, Consumer, Producer, TopicPartition
 from client.network import NetworkClient
@@ -63,12 +63,7 @@ def secured_broker(timeout: float = 30.0) -> Iterator[tuple[dict[str, str], Path
             try:
                 yield _addresses(proc, timeout), tmp / "ca.pem"
             finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_process(proc)
 
 
 def _addresses(proc: subprocess.Popen[str], timeout: float) -> dict[str, str]:

@@ -66,13 +66,7 @@ class ServerProcess:
         reset_peak_rss(self.pid)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout)
+        stop_process(self.proc, timeout)
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
@@ -90,6 +84,18 @@ class ServerProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str],
+                 timeout: float = STOP_TIMEOUT) -> None:
+    """SIGTERM (a clean shutdown, as an operator stops it), SIGKILL after ``timeout``."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout)
 
 
 def _spawn(

@@ -27,7 +27,6 @@ import json
 import pstats
 import re
 import selectors
-import signal
 import struct
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.codec import sample_records
+from benchmarks.servers import stop_process
 from client import Admin, Consumer, Producer, TopicPartition
 
 VALUE_BYTES = 100
@@ -70,12 +70,7 @@ def own_broker(timeout: float = 30.0) -> Iterator[str]:
             try:
                 yield _wait_listening(proc, timeout, log_path)
             finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop_process(proc)
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], timeout: float, log_path: Path) -> str:

@@ -1,10 +1,22 @@
-"""One client connection: read requests, handle them one at a time in order, queue responses.
+"""One client connection: open its listener's security, then read requests, handle them one at
+a time in order, and queue their responses.
 
 Seed 001: the broker reads and processes one outstanding request per client, so responses
 leave in request order and a client may pipeline. The responses go to the connection's writer
 task (broker/response_writer.py), which sends those ready at the same moment in one system call
-and never holds one back for a request still being handled. What the peer sends decides what
-happens:
+and never holds one back for a request still being handled.
+
+The listener decides how bytes move (broker/security/setup.py, broker/streams.py): PLAINTEXT
+and SASL_PLAINTEXT read and write the socket itself; SSL and SASL_SSL first complete a TLS
+handshake within ``request_read_timeout_ms`` -- one that fails or never comes closes the
+connection at once, since nothing can be answered in the clear -- and then go through TLS. The
+writer task starts before the handshake and sends through whichever stream the connection has
+by then. On a SASL listener only the SASL exchange (and ApiVersions) is answered until the
+login succeeds; any other request closes the connection with nothing done, and a failed login
+is answered SASL_AUTHENTICATION_FAILED, that answer sent, then the connection closed -- nothing
+the client pipelined behind it is handled.
+
+What the peer sends decides what happens:
 
 - a request whose header is readable but whose API, version or body is wrong gets an error
   response (``encode_request_error``) and the connection carries on;
@@ -12,7 +24,8 @@ happens:
   ``max_request_bytes`` close the connection -- the stream can no longer be framed;
 - a connection that sends nothing, or does not take its response, for
   ``connections_max_idle_ms`` is closed; so is one whose request has not arrived whole
-  ``request_read_timeout_ms`` after its first byte (a slow or stalled sender).
+  ``request_read_timeout_ms`` after its first byte (a slow or stalled sender). A send that fails
+  or times out stops the writer, which stops the reader's wait for the next request.
 
 Memory: bytes are read only into room reserved in the broker-wide ``ctx.request_memory``
 (``queued_max_request_bytes``, see broker/memory_pool.py) and given back once their request has
@@ -40,7 +53,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
 from broker.memory_pool import SMALL_REQUEST_BYTES
 from broker.response_writer import ResponseTimeoutError, ResponseWriter
-from broker.security.listeners import Endpoint, SecurityProtocol
+from broker.security.listeners import Endpoint
 from broker.security.sasl import SASL_SESSION, SaslSession
 from broker.security.setup import HandshakeError
 from broker.streams import ConnectionStream, PlainStream
@@ -63,12 +76,8 @@ class _Close(Exception):
         self.level = level
 
 
-_PLAINTEXT = Endpoint(SecurityProtocol.PLAINTEXT, "", 0)
-
-
 class Connection:
-    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream,
-                 endpoint: Endpoint = _PLAINTEXT) -> None:
+    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream, endpoint: Endpoint) -> None:
         self._ctx = ctx
         self._stream = stream
         self._endpoint = endpoint
@@ -141,6 +150,8 @@ class Connection:
         SASL_SESSION.set(self._sasl)
 
     async def _send(self, pieces: Sequence[Piece]) -> None:
+        # the writer is made before the handshake picks self._io: it sends through the stream
+        # the connection has at the time
         await self._io.send(pieces)
 
     async def _serve(self, writer: ResponseWriter) -> str:

@@ -43,7 +43,7 @@ from broker.security.credentials import (
 )
 from broker.security.listeners import Endpoint
 from broker.security.policy import SecurityPolicy
-from broker.security.setup import BrokerSecurity
+from broker.security.setup import BrokerSecurity, TlsFileError
 from broker.security.store import FileSecurityStore, SecurityStore, SecurityStoreError
 from broker.security.zk_store import ZkSecurityStore
 from broker.settings import BrokerSettings
@@ -303,9 +303,12 @@ async def _run_bound(
             credentials: CredentialStore = (
                 FileCredentialStore(settings.data_path) if cluster is None
                 else ZooKeeperCredentialStore(cluster.zoo))
+            try:
+                listener_security = BrokerSecurity(settings, credentials)
+            except TlsFileError as exc:
+                raise StartupError(str(exc)) from exc
             ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
-                                security=security,
-                                listener_security=BrokerSecurity(settings, credentials))
+                                security=security, listener_security=listener_security)
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(

@@ -36,11 +36,11 @@ from protocol.scram import (
     encode_user,
     encode_users,
 )
+from protocol.zk_names import USERS_ZNODE, unescape, user_znode
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output
 
-USERS_ZNODE = "/config/users"
 Credentials = dict[str, ScramCredential]
 
 
@@ -174,7 +174,7 @@ def _store(args: argparse.Namespace) -> Iterator[dict[str, Credentials]]:
         os.replace(tmp, path)
         return
     from kazoo.client import KazooClient  # only the offline cluster path needs it
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
     hosts, _, chroot = args.zookeeper.partition("/")
     if chroot:
@@ -189,17 +189,20 @@ def _store(args: argparse.Namespace) -> Iterator[dict[str, Credentials]]:
             names = zk.get_children(USERS_ZNODE)
         except NoNodeError:
             names = []
-        users = {name: decode_user(zk.get(f"{USERS_ZNODE}/{name}")[0]) for name in names}
-        before = {name: dict(creds) for name, creds in users.items()}
+        nodes = {unescape(n): zk.get(f"{USERS_ZNODE}/{n}") for n in names}
+        users = {name: decode_user(data) for name, (data, _) in nodes.items()}
         yield users
         for name, creds in users.items():
-            if creds == before.get(name):
+            data, stat = nodes.get(name, (None, None))
+            if stat is not None and creds == decode_user(data):
                 continue
-            path = f"{USERS_ZNODE}/{name}"
-            existing = zk.exists(path)
-            if existing is not None:  # keeps the node's quotas: the tool runs alone, offline
-                zk.set(path, encode_user(creds, zk.get(path)[0]), version=existing.version)
-            elif creds:
-                zk.create(path, encode_user(creds), makepath=True)
+            try:  # conditional on what was read: a broker may change the node's quotas
+                if stat is not None:
+                    zk.set(user_znode(name), encode_user(creds, data), version=stat.version)
+                elif creds:
+                    zk.create(user_znode(name), encode_user(creds), makepath=True)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                raise ConfigError(f"user {name!r} was changed meanwhile in ZooKeeper: run the "
+                                  "command again") from None
     finally:
         zk.stop()

@@ -135,24 +135,12 @@ class AclBinding:
         return self.resource_name in (name, WILDCARD)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "resource_type": int(self.resource_type), "resource_name": self.resource_name,
-            "pattern_type": int(self.pattern_type), "principal": self.principal,
-            "host": self.host, "operation": int(self.operation),
-            "permission_type": int(self.permission),
-        }
+        return _to_wire(self)
 
     @classmethod
     def from_wire(cls, entry: dict[str, Any]) -> AclBinding:
         """From a CreateAcls creation or a DescribeAcls entry (ValueError if it is not one)."""
-        return cls(
-            resource_type=ResourceType(entry["resource_type"]),
-            resource_name=str(entry["resource_name"]),
-            pattern_type=PatternType(entry["pattern_type"]),
-            principal=str(entry["principal"]), host=str(entry["host"]),
-            operation=AclOperation(entry["operation"]),
-            permission=AclPermissionType(entry["permission_type"]),
-        )
+        return cls(**_from_wire(entry))
 
     def __str__(self) -> str:
         pattern = "" if self.pattern_type == PatternType.LITERAL else " (prefixed)"
@@ -195,25 +183,37 @@ class AclBindingFilter:
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "resource_type": int(self.resource_type), "resource_name": self.resource_name,
-            "pattern_type": int(self.pattern_type), "principal": self.principal,
-            "host": self.host, "operation": int(self.operation),
-            "permission_type": int(self.permission),
-        }
+        return _to_wire(self)
 
     @classmethod
     def from_wire(cls, entry: dict[str, Any]) -> AclBindingFilter:
-        name, principal, host = entry["resource_name"], entry["principal"], entry["host"]
-        return cls(
-            resource_type=ResourceType(entry["resource_type"]),
-            resource_name=None if name is None else str(name),
-            pattern_type=PatternType(entry["pattern_type"]),
-            principal=None if principal is None else str(principal),
-            host=None if host is None else str(host),
-            operation=AclOperation(entry["operation"]),
-            permission=AclPermissionType(entry["permission_type"]),
-        )
+        return cls(**_from_wire(entry))
+
+
+def _to_wire(acl: AclBinding | AclBindingFilter) -> dict[str, Any]:
+    """The fields of a binding or a filter as CreateAcls, DescribeAcls and DeleteAcls carry them
+    (Kafka's names and wire numbers)."""
+    return {
+        "resource_type": int(acl.resource_type), "resource_name": acl.resource_name,
+        "pattern_type": int(acl.pattern_type), "principal": acl.principal, "host": acl.host,
+        "operation": int(acl.operation), "permission_type": int(acl.permission),
+    }
+
+
+def _from_wire(entry: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a binding or a filter from its wire form (ValueError for an
+    unknown number); a filter's None names stay None."""
+    def text(key: str) -> str | None:
+        return None if entry[key] is None else str(entry[key])
+
+    return {
+        "resource_type": ResourceType(entry["resource_type"]),
+        "resource_name": text("resource_name"),
+        "pattern_type": PatternType(entry["pattern_type"]),
+        "principal": text("principal"), "host": text("host"),
+        "operation": AclOperation(entry["operation"]),
+        "permission": AclPermissionType(entry["permission_type"]),
+    }
 
 
 # ------------------------------------------------------------------ what each API checks

@@ -108,6 +108,10 @@ def encode_user(credentials: dict[str, ScramCredential], existing: bytes | None 
 
 
 def decode_user(data: bytes) -> dict[str, ScramCredential]:
+    """A user's node; an empty one (made as the parent of a client-id quota's node) holds no
+    credential."""
+    if not data:
+        return {}
     try:
         config = json.loads(data)["config"]
     except (ValueError, KeyError, TypeError) as exc:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import structlog
 import trio
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 log = structlog.get_logger(__name__)
@@ -137,5 +137,31 @@ class ZooKeeper:
             token.run_sync_soon(self.on_state, state)
 
 
+def update_znode(kazoo: KazooClient, path: str,
+                 change: Callable[[bytes | None], bytes | None]) -> None:
+    """Replace the node's data with ``change(data)`` (data None: no node; result None: no node
+    then), blocking. The write is conditional on the version read and starts again when another
+    writer got in between (another broker, the offline ``users`` command): a read-modify-write
+    that loses nobody's change -- a user's node holds both its SCRAM credentials and its
+    quotas."""
+    while True:
+        try:
+            data, stat = kazoo.get(path)
+        except NoNodeError:
+            data, stat = None, None
+        new = change(data)
+        try:
+            if stat is None:
+                if new is not None:
+                    kazoo.create(path, new, makepath=True)
+            elif new is None:
+                kazoo.delete(path, version=stat.version)
+            else:
+                kazoo.set(path, new, version=stat.version)
+            return
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            continue
+
+
 __all__ = ["KazooException", "KazooState", "ZooKeeper", "ZooKeeperUnavailableError",
-           "split_connect"]
+           "split_connect", "update_znode"]

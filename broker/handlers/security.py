@@ -4,12 +4,13 @@ cluster when ``authorizer_enabled``, as Kafka)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import structlog
 
 from broker.context import BrokerContext
-from broker.security.credentials import CredentialStore
+from broker.security.credentials import Credentials, CredentialStore
 from broker.security.sasl import SASL_SESSION
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode, InvalidRequestError
@@ -65,32 +66,52 @@ async def alter_user_scram_credentials(ctx: BrokerContext, request: Request) -> 
     """Each user's changes are applied together; a user whose change is refused keeps what
     they had."""
     store = _store(ctx, ApiKey.ALTER_USER_SCRAM_CREDENTIALS)
-    changes: dict[str, list[tuple[str, dict[str, Any] | None]]] = {}
+    changes: dict[str, list[Change]] = {}
     for deletion in request.body["deletions"]:
         changes.setdefault(deletion["name"], []).append((deletion["mechanism"], None))
     for upsertion in request.body["upsertions"]:
         changes.setdefault(upsertion["name"], []).append((upsertion["mechanism"], upsertion))
     results = []
     for name, items in changes.items():
-        code, message = ErrorCode.NONE, None
-        credentials = await store.user(name)
-        for mechanism, upsertion in items:
-            if upsertion is None:
-                if credentials.pop(mechanism, None) is None:
-                    code = ErrorCode.RESOURCE_NOT_FOUND
-                    message = f"user {name!r} has no {mechanism} credential"
-                continue
-            try:
-                credentials[mechanism] = ScramCredential(
-                    mechanism, upsertion["salt"], upsertion["stored_key"],
-                    upsertion["server_key"], upsertion["iterations"])
-            except CredentialFormatError as exc:
-                code, message = ErrorCode.UNACCEPTABLE_CREDENTIAL, f"user {name!r}: {exc}"
-        if not name:
-            code, message = ErrorCode.UNACCEPTABLE_CREDENTIAL, "a user name must not be empty"
+        code, message = _refusal(name, items, await store.user(name))
         if code is ErrorCode.NONE:
-            await store.put(name, credentials)
-            log.info("users.altered", user=name,
-                     mechanisms=sorted(m for m, _ in items))
+            await store.alter(name, functools.partial(_changed, items))
+            log.info("users.altered", user=name, mechanisms=sorted(m for m, _ in items))
         results.append({"user": name, "error_code": code, "error_message": message})
     return {"results": results}
+
+
+Change = tuple[str, dict[str, Any] | None]  # a mechanism, and its upsertion (None: deletion)
+
+
+def _refusal(name: str, items: list[Change], credentials: Credentials
+             ) -> tuple[ErrorCode, str | None]:
+    """Why the user's changes are refused as a whole (NONE: they are not)."""
+    if not name:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "a user name must not be empty"
+    for mechanism, upsertion in items:
+        if upsertion is None:
+            if mechanism not in credentials:
+                return ErrorCode.RESOURCE_NOT_FOUND, f"user {name!r} has no {mechanism} credential"
+        else:
+            try:
+                _credential(mechanism, upsertion)
+            except CredentialFormatError as exc:
+                return ErrorCode.UNACCEPTABLE_CREDENTIAL, f"user {name!r}: {exc}"
+    return ErrorCode.NONE, None
+
+
+def _changed(items: list[Change], credentials: Credentials) -> Credentials:
+    """The credentials once the changes are applied, to what the store holds at the time."""
+    changed = dict(credentials)
+    for mechanism, upsertion in items:
+        if upsertion is None:
+            changed.pop(mechanism, None)
+        else:
+            changed[mechanism] = _credential(mechanism, upsertion)
+    return changed
+
+
+def _credential(mechanism: str, upsertion: dict[str, Any]) -> ScramCredential:
+    return ScramCredential(mechanism, upsertion["salt"], upsertion["stored_key"],
+                           upsertion["server_key"], upsertion["iterations"])

@@ -7,24 +7,24 @@ the broker is stopped)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import trio
-from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
-from broker.cluster.zookeeper import ZooKeeper
+from broker.cluster.zookeeper import ZooKeeper, update_znode
 from protocol.scram import (
     CREDENTIALS_FILE,
+    CredentialFormatError,
     ScramCredential,
     decode_user,
     decode_users,
     encode_user,
     encode_users,
 )
-
-USERS = "/config/users"
+from protocol.zk_names import USERS_ZNODE, unescape, user_znode
 
 Credentials = dict[str, ScramCredential]  # by mechanism
 
@@ -34,8 +34,10 @@ class CredentialStore(Protocol):
 
     async def users(self) -> dict[str, Credentials]: ...
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        """Replace ``name``'s credentials; none left removes the user."""
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        """Replace ``name``'s credentials with ``change(current)``, read and written as one
+        step so that a change made meanwhile (another broker's) is not lost: ``change`` may be
+        called again on what is there then. None left removes the user."""
 
 
 class FileCredentialStore:
@@ -53,7 +55,10 @@ class FileCredentialStore:
             return self._users
         key = (stat.st_mtime_ns, stat.st_size)
         if key != self._seen:
-            self._users = decode_users(self.path.read_bytes())
+            try:
+                self._users = decode_users(self.path.read_bytes())
+            except CredentialFormatError as exc:
+                raise CredentialFormatError(f"{self.path}: {exc}") from None
             self._seen = key
         return self._users
 
@@ -63,10 +68,10 @@ class FileCredentialStore:
     async def users(self) -> dict[str, Credentials]:
         return {name: dict(creds) for name, creds in self._load().items()}
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        async with self._lock:
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        async with self._lock:  # this broker is the file's only writer while it runs
             users = dict(self._load())
-            users[name] = credentials
+            users[name] = change(dict(users.get(name, {})))
             write_atomically(self.path, encode_users(users))
 
 
@@ -87,39 +92,29 @@ class ZooKeeperCredentialStore:
 
     async def user(self, name: str) -> Credentials:
         try:
-            data, _ = await self._zoo.call(self._zoo.kazoo.get, f"{USERS}/{name}")
+            data, _ = await self._zoo.call(self._zoo.kazoo.get, user_znode(name))
         except NoNodeError:
             return {}
-        return decode_user(data)
+        try:
+            return decode_user(data)
+        except CredentialFormatError as exc:
+            raise CredentialFormatError(f"ZooKeeper's {user_znode(name)}: {exc}") from None
 
     async def users(self) -> dict[str, Credentials]:
         try:
-            names = await self._zoo.call(self._zoo.kazoo.get_children, USERS)
+            names = await self._zoo.call(self._zoo.kazoo.get_children, USERS_ZNODE)
         except NoNodeError:
             return {}
-        found = {name: await self.user(name) for name in sorted(names)}
+        found = {unescape(n): await self.user(unescape(n)) for n in sorted(names)}
         return {name: creds for name, creds in found.items() if creds}
 
-    async def put(self, name: str, credentials: Credentials) -> None:
-        """Replace the user's SCRAM credentials, keeping the rest of the node (its quotas and
-        their ``clients`` children): a read, then a write conditional on what was read."""
-        await self._zoo.call(_put_user, self._zoo.kazoo, f"{USERS}/{name}", credentials)
+    async def alter(self, name: str, change: Callable[[Credentials], Credentials]) -> None:
+        """The user's SCRAM credentials changed on what ZooKeeper holds, conditional on its
+        version; the rest of the node (the user's quotas) kept."""
+        def change_node(data: bytes | None) -> bytes | None:
+            credentials = change(decode_user(data or b""))
+            if data is None and not credentials:
+                return None
+            return encode_user(credentials, data)
 
-
-def _put_user(kazoo: KazooClient, path: str, credentials: Credentials) -> None:
-    while True:
-        try:
-            data, stat = kazoo.get(path)
-        except NoNodeError:
-            data, stat = None, None
-        if stat is None and not credentials:
-            return
-        new = encode_user(credentials, data)
-        try:
-            if stat is None:
-                kazoo.create(path, new, makepath=True)
-            else:
-                kazoo.set(path, new, version=stat.version)
-            return
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue  # changed meanwhile (a quota, another broker): read it again
+        await self._zoo.call(update_znode, self._zoo.kazoo, user_znode(name), change_node)

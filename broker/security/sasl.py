@@ -29,7 +29,7 @@ from broker.security.credentials import CredentialStore
 from broker.security.sasl_state import SASL_MACHINE, SaslEvent, SaslState
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from protocol.scram import SCRAM_MECHANISMS, ScramCredential
+from protocol.scram import SCRAM_MECHANISMS, CredentialFormatError, ScramCredential
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +88,9 @@ class SaslSession:
                 reply = await self._plain(token)
             else:
                 reply = await self._scram_step(token)
+        except CredentialFormatError as exc:  # the store is damaged: an operator must know
+            log.warning("sasl.credentials_unreadable", mechanism=self.mechanism, reason=str(exc))
+            reply = None
         except (ScramException, UnicodeDecodeError, ValueError):
             reply = None
         if reply is None:

@@ -29,10 +29,13 @@ class HandshakeError(Exception):
     """The TLS handshake failed (not TLS at all, an untrusted certificate, too slow)."""
 
 
+class TlsFileError(Exception):
+    """A TLS file cannot be used; the message names the setting that names it."""
+
+
 def server_tls_context(settings: BrokerSettings) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=settings.ssl_cafile)
     assert settings.ssl_certfile and settings.ssl_keyfile  # checked by load_settings
-    context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
+    context = _tls_context(settings, ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = _CLIENT_AUTH[settings.ssl_client_auth]
     return context
@@ -41,9 +44,31 @@ def server_tls_context(settings: BrokerSettings) -> ssl.SSLContext:
 def client_tls_context(settings: BrokerSettings) -> ssl.SSLContext:
     """For the broker connecting to another broker's TLS listener: trust ``ssl_cafile``, show
     its own certificate (the other broker may require one)."""
-    context = ssl.create_default_context(cafile=settings.ssl_cafile)
+    return _tls_context(settings, ssl.Purpose.SERVER_AUTH)
+
+
+def _tls_context(settings: BrokerSettings, purpose: ssl.Purpose) -> ssl.SSLContext:
+    """The context with ``ssl_cafile`` and the broker's certificate and key loaded;
+    TlsFileError naming the setting whose file is missing or not what it should be (ssl's own
+    errors name no file)."""
+    named = {name: getattr(settings, name) for name in ("ssl_cafile", "ssl_certfile",
+                                                         "ssl_keyfile")}
+    for name, path in named.items():
+        try:
+            if path:
+                open(path, "rb").close()  # readable, or why not
+        except OSError as exc:
+            raise TlsFileError(f"{name}={path}: {exc.strerror}") from None
+    try:
+        context = ssl.create_default_context(purpose, cafile=settings.ssl_cafile)
+    except ssl.SSLError as exc:
+        raise TlsFileError(f"ssl_cafile={settings.ssl_cafile}: {exc}") from None
     if settings.ssl_certfile and settings.ssl_keyfile:
-        context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
+        try:
+            context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
+        except ssl.SSLError as exc:
+            raise TlsFileError(f"ssl_certfile={settings.ssl_certfile} with ssl_keyfile="
+                               f"{settings.ssl_keyfile}: {exc}") from None
     return context
 
 

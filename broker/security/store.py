@@ -47,10 +47,33 @@ class SecurityStore(Protocol):
         ...
 
 
+def acl_entry(acl: AclBinding) -> dict[str, Any]:
+    """What an ACL says of its resource, in the form Kafka keeps in ZooKeeper's ``/kafka-acl``
+    nodes (the node names the resource); the data directory's file adds the resource."""
+    return {"principal": acl.principal, "permissionType": acl.permission.title,
+            "operation": acl.operation.title, "host": acl.host}
+
+
+def acl_from_entry(resource_type: ResourceType, pattern: PatternType, name: str,
+                   entry: dict[str, Any]) -> AclBinding:
+    """KeyError, TypeError or ValueError if ``entry`` is not one."""
+    return AclBinding(
+        resource_type=resource_type, resource_name=name, pattern_type=pattern,
+        principal=str(entry["principal"]), host=str(entry["host"]),
+        operation=parse_enum(AclOperation, entry["operation"]),
+        permission=parse_enum(AclPermissionType, entry["permissionType"]),
+    )
+
+
 def acl_to_json(acl: AclBinding) -> dict[str, Any]:
     return {"resource_type": acl.resource_type.title, "pattern_type": acl.pattern_type.title,
-            "name": acl.resource_name, "principal": acl.principal, "host": acl.host,
-            "operation": acl.operation.title, "permission_type": acl.permission.title}
+            "name": acl.resource_name, **acl_entry(acl)}
+
+
+def acl_from_json(entry: dict[str, Any]) -> AclBinding:
+    return acl_from_entry(parse_enum(ResourceType, entry["resource_type"]),
+                          parse_enum(PatternType, entry["pattern_type"]), str(entry["name"]),
+                          entry)
 
 
 def quota_values(where: str, values: Any) -> dict[str, int]:
@@ -130,13 +153,3 @@ class FileSecurityStore:
         """One broker is the only writer: nothing to watch."""
         await trio.sleep_forever()
 
-
-def acl_from_json(entry: dict[str, Any]) -> AclBinding:
-    return AclBinding(
-        resource_type=parse_enum(ResourceType, entry["resource_type"]),
-        resource_name=str(entry["name"]),
-        pattern_type=parse_enum(PatternType, entry["pattern_type"]),
-        principal=str(entry["principal"]), host=str(entry["host"]),
-        operation=parse_enum(AclOperation, entry["operation"]),
-        permission=parse_enum(AclPermissionType, entry["permission_type"]),
-    )

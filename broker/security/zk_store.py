@@ -14,8 +14,7 @@ lays them out::
 ``<default>`` names the default user or client id. A user's node may hold other configs
 (SCRAM credentials): quota changes keep them. A broker that changes ACLs or quotas drops a
 sequential node in the change path; every broker watches it and loads them all again.
-Names are escaped only where ZooKeeper would misread them (``/`` as ``%2F``, ``%`` as
-``%25``).
+Names are escaped only where ZooKeeper would misread them (protocol/zk_names.py).
 """
 
 from __future__ import annotations
@@ -28,19 +27,17 @@ from typing import Any
 import structlog
 import trio
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
-from broker.cluster.zookeeper import ZooKeeper
+from broker.cluster.zookeeper import ZooKeeper, update_znode
 from broker.security.quotas import CLIENT_ID, USER, QuotaEntity
-from broker.security.store import SecurityStoreError, quota_values
+from broker.security.store import SecurityStoreError, acl_entry, acl_from_entry, quota_values
 from protocol.acls import (
     AclBinding,
-    AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
-    parse_enum,
 )
+from protocol.zk_names import USERS_ZNODE, escape, unescape
 
 log = structlog.get_logger(__name__)
 
@@ -48,7 +45,6 @@ ACL_LITERAL = "/kafka-acl"
 ACL_PREFIXED = "/kafka-acl-extended/prefixed"
 ACL_CHANGES = "/kafka-acl-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
-USERS = "/config/users"
 CLIENTS = "/config/clients"
 QUOTA_CHANGES = "/config/quota_changes"
 QUOTA_CHANGE_PREFIX = "quota_change_"
@@ -58,23 +54,15 @@ CHANGES_KEPT = 100
 _TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER)
 
 
-def _escape(name: str) -> str:
-    return name.replace("%", "%25").replace("/", "%2F")
-
-
-def _unescape(name: str) -> str:
-    return name.replace("%2F", "/").replace("%25", "%")
-
-
 def acl_path(resource_type: ResourceType, pattern: PatternType, name: str) -> str:
     root = ACL_PREFIXED if pattern == PatternType.PREFIXED else ACL_LITERAL
-    return f"{root}/{resource_type.title}/{_escape(name)}"
+    return f"{root}/{resource_type.title}/{escape(name)}"
 
 
 def quota_path(entity: QuotaEntity) -> str:
-    names = {t: DEFAULT if n is None else _escape(n) for t, n in entity}
+    names = {t: DEFAULT if n is None else escape(n) for t, n in entity}
     if USER in names:
-        path = f"{USERS}/{names[USER]}"
+        path = f"{USERS_ZNODE}/{names[USER]}"
         return path + (f"/clients/{names[CLIENT_ID]}" if CLIENT_ID in names else "")
     return f"{CLIENTS}/{names[CLIENT_ID]}"
 
@@ -92,20 +80,14 @@ def _load(path: str, data: bytes) -> dict[str, Any]:
 def _decode_acls(path: str, data: bytes, resource_type: ResourceType, pattern: PatternType,
                  name: str) -> list[AclBinding]:
     try:
-        return [AclBinding(
-            resource_type=resource_type, resource_name=name, pattern_type=pattern,
-            principal=str(a["principal"]), host=str(a["host"]),
-            operation=parse_enum(AclOperation, a["operation"]),
-            permission=parse_enum(AclPermissionType, a["permissionType"]),
-        ) for a in _load(path, data).get("acls", [])]
+        return [acl_from_entry(resource_type, pattern, name, a)
+                for a in _load(path, data).get("acls", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise SecurityStoreError(f"{path}: {type(exc).__name__}: {exc}") from None
 
 
 def _encode_acls(acls: Iterable[AclBinding]) -> bytes:
-    return json.dumps({"version": 1, "acls": [
-        {"principal": a.principal, "permissionType": a.permission.title,
-         "operation": a.operation.title, "host": a.host} for a in acls]}).encode()
+    return json.dumps({"version": 1, "acls": [acl_entry(a) for a in acls]}).encode()
 
 
 class ZkSecurityStore:
@@ -134,7 +116,7 @@ class ZkSecurityStore:
                         data, _ = client.get(path)
                     except NoNodeError:
                         continue
-                    acls += _decode_acls(path, data, resource_type, pattern, _unescape(escaped))
+                    acls += _decode_acls(path, data, resource_type, pattern, unescape(escaped))
         return acls
 
     async def change_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]
@@ -143,32 +125,13 @@ class ZkSecurityStore:
 
     def _change_acls(self, add: Sequence[AclBinding], remove: Sequence[AclBinding]) -> None:
         client = self._zoo.kazoo
+        removing = set(remove)
         resources = dict.fromkeys(
             (a.resource_type, a.pattern_type, a.resource_name) for a in [*add, *remove])
-        for resource_type, pattern, name in resources:
-            path = acl_path(resource_type, pattern, name)
-            adding = [a for a in add if (a.resource_type, a.pattern_type, a.resource_name)
-                      == (resource_type, pattern, name)]
-            removing = set(remove)
-            while True:  # read, change, write conditionally on the version read
-                try:
-                    data, stat = client.get(path)
-                    current = _decode_acls(path, data, resource_type, pattern, name)
-                except NoNodeError:
-                    stat, current = None, []
-                acls = list(dict.fromkeys([*(a for a in current if a not in removing),
-                                           *adding]))
-                try:
-                    if stat is None:
-                        if acls:
-                            client.create(path, _encode_acls(acls), makepath=True)
-                    elif acls:
-                        client.set(path, _encode_acls(acls), version=stat.version)
-                    else:
-                        client.delete(path, version=stat.version)
-                    break
-                except (BadVersionError, NodeExistsError, NoNodeError):
-                    continue  # another broker changed it meanwhile: read it again
+        for resource in resources:
+            adding = [a for a in add
+                      if (a.resource_type, a.pattern_type, a.resource_name) == resource]
+            _change_resource_acls(client, *resource, adding, removing)
         _notify(client, ACL_CHANGES, ACL_CHANGE_PREFIX)
 
     # ---------------------------------------------------------------------------- quotas
@@ -190,12 +153,13 @@ class ZkSecurityStore:
                 quotas[entity] = values
 
         def name(escaped: str) -> str | None:
-            return None if escaped == DEFAULT else _unescape(escaped)
+            return None if escaped == DEFAULT else unescape(escaped)
 
-        for user in _children(client, USERS):
-            read(f"{USERS}/{user}", ((USER, name(user)),))
-            for cid in _children(client, f"{USERS}/{user}/clients"):
-                read(f"{USERS}/{user}/clients/{cid}", ((USER, name(user)), (CLIENT_ID, name(cid))))
+        for user in _children(client, USERS_ZNODE):
+            node = f"{USERS_ZNODE}/{user}"
+            read(node, ((USER, name(user)),))
+            for cid in _children(client, f"{node}/clients"):
+                read(f"{node}/clients/{cid}", ((USER, name(user)), (CLIENT_ID, name(cid))))
         for cid in _children(client, CLIENTS):
             read(f"{CLIENTS}/{cid}", ((CLIENT_ID, name(cid)),))
         return quotas
@@ -208,26 +172,17 @@ class ZkSecurityStore:
                      ) -> None:
         client = self._zoo.kazoo
         path = quota_path(entity)
-        while True:
-            try:
-                data, stat = client.get(path)
-                doc = _load(path, data)
-            except NoNodeError:
-                stat, doc = None, {"version": 1}
+
+        def change(data: bytes | None) -> bytes:
+            doc = {"version": 1} if data is None else _load(path, data)
             config = doc.get("config")
             config = dict(config) if isinstance(config, dict) else {}
             config.update({k: str(v) for k, v in set_.items()})
             for key in remove:
                 config.pop(key, None)
-            data = json.dumps({**doc, "version": 1, "config": config}).encode()
-            try:
-                if stat is None:
-                    client.create(path, data, makepath=True)
-                else:
-                    client.set(path, data, version=stat.version)
-                break
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
+            return json.dumps({**doc, "version": 1, "config": config}).encode()
+
+        update_znode(client, path, change)
         _notify(client, QUOTA_CHANGES, QUOTA_CHANGE_PREFIX)
 
     # ---------------------------------------------------------------------------- changes
@@ -249,6 +204,21 @@ class ZkSecurityStore:
                 await reload()
             except Exception as exc:  # ZooKeeper unreachable meanwhile: the next change retries
                 log.warning("security.reload_failed", reason=f"{type(exc).__name__}: {exc}")
+
+
+def _change_resource_acls(client: KazooClient, resource_type: ResourceType, pattern: PatternType,
+                          name: str, adding: list[AclBinding], removing: set[AclBinding]
+                          ) -> None:
+    """One resource's node: its ACLs less ``removing``, plus ``adding``; gone when none are
+    left."""
+    path = acl_path(resource_type, pattern, name)
+
+    def change(data: bytes | None) -> bytes | None:
+        current = [] if data is None else _decode_acls(path, data, resource_type, pattern, name)
+        acls = list(dict.fromkeys([*(a for a in current if a not in removing), *adding]))
+        return _encode_acls(acls) if acls else None
+
+    update_znode(client, path, change)
 
 
 def _children(client: KazooClient, path: str) -> list[str]:
