@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -170,14 +171,16 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def _produce_seconds(producer: Producer, rounds: int) -> float:
-    """Seconds per round of 200 acknowledged 100-byte messages."""
-    start = time.monotonic()
+def _produce_rounds(producer: Producer, rounds: int) -> list[float]:
+    """Seconds each round of 200 acknowledged 100-byte messages took."""
+    spent = []
     for _ in range(rounds):
+        start = time.monotonic()
         futures = [producer.send("flood", b"x" * 100) for _ in range(200)]
         producer.flush(30)
         assert all(f.done() for f in futures)
-    return (time.monotonic() - start) / rounds
+        spent.append(time.monotonic() - start)
+    return spent
 
 
 def test_a_thousand_failed_logins_neither_slow_an_authenticated_producer_nor_grow_memory(
@@ -190,18 +193,18 @@ def test_a_thousand_failed_logins_neither_slow_an_authenticated_producer_nor_gro
                         sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
                         sasl_plain_password=PASSWORD)
     with producer:
-        _produce_seconds(producer, 3)  # connected, topic created, warmed up
-        baseline = _produce_seconds(producer, 10)
+        _produce_rounds(producer, 3)  # connected, topic created, warmed up
+        baseline = statistics.median(_produce_rounds(producer, 15))
         attacker = _failed_logins(port, 1000)
-        rounds, spent = 0, 0.0
+        during: list[float] = []
         while attacker.poll() is None:
-            spent += _produce_seconds(producer, 1)
-            rounds += 1
+            during += _produce_rounds(producer, 1)
         assert attacker.communicate(timeout=60)[0].strip() == "1000"
-        under_attack = spent / max(rounds, 1)
-        print(f"produce round: {baseline * 1000:.1f} ms alone, "
-              f"{under_attack * 1000:.1f} ms during 1,000 failed logins ({rounds} rounds)")
-        assert rounds >= 3, "the failed logins ended before produce could be measured"
+        assert len(during) >= 3, "the failed logins ended before produce could be measured"
+        # medians: a round that the scheduler happens to stall on either side is not the broker
+        under_attack = statistics.median(during)
+        print(f"produce round (median): {baseline * 1000:.1f} ms alone, "
+              f"{under_attack * 1000:.1f} ms during 1,000 failed logins ({len(during)} rounds)")
         assert under_attack <= 2 * baseline
     rss_after_first = _rss_kib(sasl_broker.pid)
     second = _failed_logins(port, 1000)
