@@ -545,19 +545,21 @@ def _crcs_hold(data: bytes, pos: int, count: int, stride: int) -> bool:
     CRC-32 is affine over GF(2), and a message followed by its own CRC (little-endian) leaves the
     CRC register at a value that does not depend on the message. So in a copy of the entries
     with each stored CRC moved to just after the bytes it covers, byte-reversed, and every other
-    byte outside the covered spans set to one fixed value, the CRC of the whole is a constant
-    when every entry matches (``_crcs_residue``). An entry that does not changes the result by
-    its own error, shifted by the bytes after it -- never zero, so any one damaged entry is
-    caught; two or more cancel only when their errors line up exactly (for random damage one
-    chance in 2**32, what a single CRC-32 over a whole batch gives). On a mismatch the entries
-    are checked one by one to find the first damaged one.
+    byte outside the covered spans zeroed (or, as the size is, the same in every entry of the
+    run), the CRC of the whole is a constant when every entry matches (``_crcs_residue``). An
+    entry that does not changes the result by its own error times a power of x -- never zero
+    modulo the polynomial, so any one entry whose CRC fails is caught; two or more cancel only
+    when their errors line up exactly (for random damage one chance in 2**32, what a single
+    CRC-32 over a whole batch gives). On a mismatch the entries are checked one by one to find
+    the first damaged one.
     """
     return crc32(_crc_check_bytes(data, pos, count, stride)) == _crcs_residue(count, stride)
 
 
 def _crc_check_bytes(data: bytes, pos: int, count: int, stride: int) -> bytearray:
-    """The bytes ``_crcs_hold`` takes the CRC of: entries' offsets and CRCs zeroed, each CRC
-    written reversed over the first four bytes after its entry (four more at the end)."""
+    """The bytes ``_crcs_hold`` takes the CRC of: the entries with their offsets and CRCs
+    zeroed, then each CRC written reversed over the four bytes after its entry (the next one's
+    offset; four more bytes at the end for the last)."""
     end = pos + count * stride
     out = bytearray(count * stride + 4)
     out[: count * stride] = memoryview(data)[pos:end]
