@@ -28,8 +28,6 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from itertools import repeat
-from operator import add
 from typing import Any
 
 from client.errors import CorruptRecordError, RecordTooLargeError, partition_error
@@ -46,9 +44,8 @@ from protocol.errors import (
     MessageFormatError,
     OffsetOutOfRangeError,
 )
-from protocol.messageset import LOG_OVERHEAD, Message, decode_messages
+from protocol.messageset import LOG_OVERHEAD, decode_as
 
-_new = tuple.__new__
 log = logging.getLogger("odradek.consumer")
 #: Fetch v2: the response says how long the broker held it back for the fetch quota
 FETCH_VERSION = 2
@@ -239,7 +236,7 @@ class Fetcher:
     def _handle_records(self, tp: TopicPartition, offset: int, data: bytes) -> None:
         if not data:
             return
-        messages, whole, damage = _decode_before_damage(data, self._config.check_crcs)
+        records, whole, damage = _decode_before_damage(tp, data, self._config.check_crcs)
         error = None
         if damage is not None:
             if damage.offset is None:  # nowhere to seek past (the codec always says, though)
@@ -251,12 +248,10 @@ class Fetcher:
             self._grow_fetch(tp, offset, data)
             return
         self._fetch_bytes.pop(tp, None)
-        next_offset = max(offset, messages[-1].offset + 1) if messages else offset
-        if messages and messages[0].offset < offset:
-            messages = [m for m in messages if m.offset >= offset]
-        self._buffered.append(
-            _Buffered(tp, _to_records(tp, messages), offset, next_offset, error=error)
-        )
+        next_offset = max(offset, records[-1].offset + 1) if records else offset
+        if records and records[0].offset < offset:
+            records = [r for r in records if r.offset >= offset]
+        self._buffered.append(_Buffered(tp, records, offset, next_offset, error=error))
 
     def _grow_fetch(self, tp: TopicPartition, offset: int, data: bytes) -> None:
         """The first message did not fit in the fetch: ask for enough to hold it."""
@@ -325,25 +320,21 @@ class Fetcher:
 
 
 def _decode_before_damage(
-    data: bytes, verify_crc: bool
-) -> tuple[list[Message], int, MessageFormatError | None]:
-    """The messages in ``data``, how many bytes were whole, and the first damaged entry's
-    error if there is one -- then the messages are those before it. An error names the entry
+    tp: TopicPartition, data: bytes, verify_crc: bool
+) -> tuple[list[ConsumerRecord], int, MessageFormatError | None]:
+    """The records in ``data``, how many bytes were whole, and the first damaged entry's
+    error if there is one -- then the records are those before it. An error names the entry
     it met, not always the first bad one (wrappers are opened after every entry is read), so
     the bytes before it are decoded again until they are clean."""
     damage = None
     clean = data
+    prefix = (tp.topic, tp.partition)
     while True:
         try:
-            messages, whole = decode_messages(clean, verify_crc=verify_crc)
+            records, whole = decode_as(ConsumerRecord, prefix, clean, verify_crc=verify_crc)
         except MessageFormatError as exc:
             # the damaged entry's start, earlier each time
             damage, clean = exc, clean[: min(exc.position, len(clean) - 1)]
             continue
-        return messages, whole, damage
-
-
-def _to_records(tp: TopicPartition, messages: list[Message]) -> list[ConsumerRecord]:
-    """``(topic, partition) + message`` for each message, all in C."""
-    return list(map(_new, repeat(ConsumerRecord), map(add, repeat(tuple(tp)), messages)))
+        return records, whole, damage
 

@@ -159,6 +159,10 @@ class NetworkClient:
         self._max_frame = max_frame_bytes
         self._clock = clock
         self._selector = selectors.DefaultSelector()
+        # every read lands here: a fresh buffer this large per recv is mapped and faulted in by
+        # the kernel each time (0.2-0.4 ms per 256 KiB read, against 25 us into this one)
+        self._received = bytearray(_RECV_BYTES)
+        self._received_view = memoryview(self._received)
         self._nodes: dict[int, NodeConnection] = {}
         self._dedicated: set[int] = set()  # connections of their own, never least loaded
         #: told the node id of every connection that closes or fails, after its requests fail
@@ -417,18 +421,19 @@ class NetworkClient:
         assert sock is not None
         while True:
             try:
-                data = sock.recv(_RECV_BYTES)
+                size = sock.recv_into(self._received)
             except _WOULD_BLOCK:
                 return
             except OSError as exc:
                 self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
                 return
-            if not data:
+            if not size:
                 closed = BrokerConnectionError(f"{node.address} closed the connection")
                 self._close_node(node, closed)
                 return
             try:
-                responses = node.protocol.receive_data(data)
+                # the decoder copies what it keeps: the buffer is free again once it returns
+                responses = node.protocol.receive_data(self._received_view[:size])
             except ProtocolError as exc:
                 self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
                 return
@@ -444,7 +449,7 @@ class NetworkClient:
             if node.sock is not sock:
                 return
             # a TLS socket gives one record per recv: the next may be decrypted already
-            if len(data) < _RECV_BYTES and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            if size < _RECV_BYTES and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
                 return
 
     def _watch(self, node: NodeConnection) -> None:

@@ -36,8 +36,8 @@ from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from functools import lru_cache
 from itertools import repeat
-from operator import attrgetter, itemgetter
-from typing import NamedTuple
+from operator import attrgetter
+from typing import Any, NamedTuple, TypeVar
 
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, compress, decompress
 from protocol.errors import CorruptMessageError, MessageFormatError
@@ -71,9 +71,14 @@ _CRC_MAGIC_ATTR = struct.Struct(">IBb")
 # through the value length, correct when the key is null (the common case)
 _ENTRY_V1_NULL_KEY = struct.Struct(">qiIbbqii")
 _INT32 = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 _PREFIX = struct.Struct(">qiI")  # offset, size, crc
 _BODY_V1 = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
 _BODY_V1_NULL_KEY = struct.Struct(">bbqii")  # ... key length -1, value length
+
+
+#: a tuple type messages are decoded as (``decode_as``)
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 
 class Entry(NamedTuple):
@@ -387,7 +392,9 @@ def inner_entries(
     return inner
 
 
-def _decode_plain(data: bytes, verify_crc: bool) -> tuple[list[Message], int]:
+def _decode_plain(
+    data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
+) -> tuple[list[_T], int]:
     """Decode plain (uncompressed) v1 messages from the start of ``data``, as far as they go.
 
     The consumer's hot path: one precompiled unpack per message (it also reads the value length
@@ -398,7 +405,7 @@ def _decode_plain(data: bytes, verify_crc: bool) -> tuple[list[Message], int]:
     """
     view = memoryview(data)
     n = len(data)
-    out: list[Message] = []
+    out: list[_T] = []
     append = out.append
     new = tuple.__new__  # skips NamedTuple's Python-level __new__: a third faster
     unpack = _ENTRY_V1_NULL_KEY.unpack_from
@@ -432,67 +439,98 @@ def _decode_plain(data: bytes, verify_crc: bool) -> tuple[list[Message], int]:
         else:
             break
         ts_type = (attributes & TIMESTAMP_TYPE_BIT) >> 3
-        append(new(Message, (offset, timestamp, ts_type, key, value)))
+        append(new(cls, (*prefix, offset, timestamp, ts_type, key, value)))
         pos = end
         if value is not None and end + LOG_OVERHEAD <= n and unpack32(data, end + 8)[0] == size:
-            run, pos = _decode_run(data, pos, attributes, klen, vlen, verify_crc)
+            run, pos = _decode_run(data, pos, _run_layout(attributes, klen, vlen), verify_crc,
+                                   cls, prefix)
             out.extend(run)
     return out, pos
 
 
+class _RunLayout(NamedTuple):
+    """How entries of one shape (plain v1; attributes, key and value lengths alike) lie."""
+
+    stride: int  # the bytes of one whole entry
+    fields: str  # struct format of what differs between them: offset, timestamp, (key,) value
+    width: int  # how many fields that is
+    shape: tuple[tuple[int, bytes], ...]  # (position in an entry, the byte every one has there)
+    ts_type: int
+
+
 @lru_cache(maxsize=256)
-def _run_layout(klen: int, vlen: int) -> tuple[struct.Struct, struct.Struct]:
-    """Structs reading whole entries with this key and value length: every field, and the bytes
-    the CRC covers."""
-    entry = struct.Struct(f">qiIbbqii{vlen}s" if klen == -1 else f">qiIbbqi{klen}si{vlen}s")
-    return entry, struct.Struct(f">16x{entry.size - 16}s")
+def _run_layout(attributes: int, klen: int, vlen: int) -> _RunLayout:
+    if klen == -1:  # offset, [size crc magic attributes] timestamp [key and value length] value
+        fields, width = f"q10xq8x{vlen}s", 3
+    else:
+        fields, width = f"q10xq4x{klen}s4x{vlen}s", 4
+    stride = struct.calcsize(">" + fields)
+    sample = bytearray(stride)
+    _INT32.pack_into(sample, 8, stride - LOG_OVERHEAD)
+    sample[16:18] = bytes((1, attributes & 0xFF))  # attributes are signed
+    _INT32.pack_into(sample, 26, klen)
+    value_length_at = 30 + max(klen, 0)
+    _INT32.pack_into(sample, value_length_at, vlen)
+    shape_at = (*range(8, 12), 16, 17, *range(26, 30), *range(value_length_at, value_length_at + 4))
+    return _RunLayout(
+        stride,
+        fields,
+        width,
+        tuple((i, bytes(sample[i : i + 1])) for i in shape_at),
+        (attributes & TIMESTAMP_TYPE_BIT) >> 3,
+    )
+
+
+@lru_cache(maxsize=64)
+def _fields_of(fields: str, count: int) -> struct.Struct:
+    """One struct reading the fields of ``count`` entries as one flat tuple: a tuple per entry
+    would double the objects the garbage collector has to look at."""
+    return struct.Struct(">" + fields * count)
 
 
 _RUN_FIRST_CHUNK = 8
-_RUN_MAX_CHUNK = 256
+_RUN_MAX_CHUNK = 1024
 
 
 def _decode_run(
-    data: bytes, pos: int, attributes: int, klen: int, vlen: int, verify_crc: bool
-) -> tuple[list[Message], int]:
-    """Decode the stretch of entries at ``pos`` shaped like the one before it (plain v1, same
-    attributes, key and value lengths), as far as it goes, and where it ends.
+    data: bytes,
+    pos: int,
+    layout: _RunLayout,
+    verify_crc: bool,
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+) -> tuple[list[_T], int]:
+    """Decode the stretch of entries at ``pos`` shaped like the one before it (``layout``), as
+    far as it goes, and where it ends.
 
-    Entries of one shape sit at a fixed stride, so ``iter_unpack`` reads a whole chunk of them
-    and every check (size, magic, attributes, lengths, CRC) runs column-wise in C; per message
-    only the result tuple is built. Every check of the one-at-a-time loop is made here too; the
-    first entry that fails one ends the stretch. Chunks start small and double, so an input
+    Entries of one shape sit at a fixed stride, so a whole chunk of them is checked with a few C
+    calls over all of it: each byte every entry must share (size, magic, attributes, key and
+    value lengths) as one strided slice, and every CRC at once (``_crcs_hold``); then one unpack
+    reads the fields that differ, and the result tuples are built from their columns. Every
+    check of the one-at-a-time loop is made; the first entry that fails one ends the stretch.
+    Chunks start small and double (powers of two, so their structs are reused), so an input
     whose shapes keep changing costs little more than the loop.
     """
-    entry, covered = _run_layout(klen, vlen)
-    stride = entry.size
-    size = stride - LOG_OVERHEAD
-    ts_type = (attributes & TIMESTAMP_TYPE_BIT) >> 3
+    stride = layout.stride
+    width = layout.width
     new = tuple.__new__
-    out: list[Message] = []
+    constants = tuple(map(repeat, prefix))
+    out: list[_T] = []
     chunk = _RUN_FIRST_CHUNK
-    while (count := min(chunk, (len(data) - pos) // stride)) > 0:
-        view = memoryview(data)[pos : pos + count * stride]
-        columns = tuple(zip(*entry.iter_unpack(view), strict=True))
-        if klen == -1:
-            offsets, sizes, crcs, magics, attrs, timestamps, klens, vlens, values = columns
-            keys: Iterable[bytes | None] = repeat(None)
-        else:
-            offsets, sizes, crcs, magics, attrs, timestamps, klens, keys, vlens, values = columns
-        good = min(
-            _first_not(sizes, size),
-            _first_not(magics, 1),
-            _first_not(attrs, attributes),
-            _first_not(klens, klen),
-            _first_not(vlens, vlen),
+    while (left := (len(data) - pos) // stride) > 0:
+        count = min(chunk, 1 << (left.bit_length() - 1))
+        end = pos + count * stride
+        good = count - max(
+            len(data[pos + at : end : stride].lstrip(byte)) for at, byte in layout.shape
         )
-        if verify_crc:
-            computed = tuple(map(crc32, map(itemgetter(0), covered.iter_unpack(view))))
-            if computed != crcs:
-                good = min(good, next(i for i, crc in enumerate(crcs) if computed[i] != crc))
-        out.extend(
-            map(new, repeat(Message, good), zip(offsets, timestamps, repeat(ts_type), keys, values))
-        )
+        if verify_crc and good and not _crcs_hold(data, pos, good, stride):
+            good = _first_bad_crc(data, pos, good, stride)
+        if good:
+            flat = _fields_of(layout.fields, good).unpack_from(data, pos)
+            keys = repeat(None) if width == 3 else flat[2::4]
+            out.extend(map(new, repeat(cls, good), zip(
+                *constants, flat[0::width], flat[1::width], repeat(layout.ts_type), keys,
+                flat[width - 1 :: width])))
         pos += good * stride
         if good < count:
             break
@@ -500,11 +538,57 @@ def _decode_run(
     return out, pos
 
 
-def _first_not(column: tuple[int, ...], expected: int) -> int:
-    """Index of the first item of ``column`` that is not ``expected`` (its length if none)."""
-    if column.count(expected) == len(column):
-        return len(column)
-    return next(i for i, item in enumerate(column) if item != expected)
+def _crcs_hold(data: bytes, pos: int, count: int, stride: int) -> bool:
+    """Whether every one of ``count`` entries at ``pos``, ``stride`` bytes apart, matches its
+    stored CRC -- with one CRC pass over them all instead of a call per entry.
+
+    CRC-32 is affine over GF(2), and a message followed by its own CRC (little-endian) leaves the
+    CRC register at a value that does not depend on the message. So in a copy of the entries
+    with each stored CRC moved to just after the bytes it covers, byte-reversed, and every other
+    byte outside the covered spans zeroed (or, as the size is, the same in every entry of the
+    run), the CRC of the whole is a constant when every entry matches (``_crcs_residue``). An
+    entry that does not changes the result by its own error times a power of x -- never zero
+    modulo the polynomial, so any one entry whose CRC fails is caught; two or more cancel only
+    when their errors line up exactly (for random damage one chance in 2**32, what a single
+    CRC-32 over a whole batch gives). On a mismatch the entries are checked one by one to find
+    the first damaged one.
+    """
+    return crc32(_crc_check_bytes(data, pos, count, stride)) == _crcs_residue(count, stride)
+
+
+def _crc_check_bytes(data: bytes, pos: int, count: int, stride: int) -> bytearray:
+    """The bytes ``_crcs_hold`` takes the CRC of: the entries with their offsets and CRCs
+    zeroed, then each CRC written reversed over the four bytes after its entry (the next one's
+    offset; four more bytes at the end for the last)."""
+    end = pos + count * stride
+    out = bytearray(count * stride + 4)
+    out[: count * stride] = memoryview(data)[pos:end]
+    zeros = bytes(count)
+    out[0:4] = b"\0\0\0\0"  # the first entry's; the later ones' are overwritten below
+    for at in (4, 5, 6, 7, 12, 13, 14, 15):  # the offset's low half and the CRC
+        out[at : count * stride : stride] = zeros
+    for i in range(4):
+        out[stride + i :: stride] = data[pos + 15 - i : end : stride]
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _crcs_residue(count: int, stride: int) -> int:
+    """What ``_crcs_hold`` finds for ``count`` good entries of ``stride`` bytes: the result for
+    entries of zeros, each with its right CRC (any good ones give the same)."""
+    body = stride - 16
+    entry = _PREFIX.pack(0, stride - LOG_OVERHEAD, crc32(bytes(body))) + bytes(body)
+    return crc32(_crc_check_bytes(entry * count, 0, count, stride))
+
+
+def _first_bad_crc(data: bytes, pos: int, count: int, stride: int) -> int:
+    """Index of the first of ``count`` entries at ``pos`` whose CRC does not match its bytes."""
+    view = memoryview(data)
+    for i in range(count):
+        at = pos + i * stride
+        if crc32(view[at + 16 : at + stride]) != _CRC.unpack_from(data, at + 12)[0]:
+            return i
+    return count
 
 
 def decode_messages(
@@ -515,26 +599,47 @@ def decode_messages(
 ) -> tuple[list[Message], int]:
     """Every message in ``buf`` with wrappers opened (absolute offsets), and how many bytes
     were whole. A partial trailing entry is left out; anything malformed raises."""
+    return decode_as(Message, (), buf, verify_crc=verify_crc, limit=limit)
+
+
+def decode_as(
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    buf: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[list[_T], int]:
+    """``decode_messages``, each message built as ``cls(*prefix, offset, timestamp,
+    timestamp_type, key, value)`` -- the tuple type a reader hands out (the consumer's records)
+    made once, as the message is decoded, instead of from a ``Message`` afterwards."""
     data = buf if isinstance(buf, bytes) else bytes(buf)
-    out, pos = _decode_plain(data, verify_crc)
+    out, pos = _decode_plain(data, verify_crc, cls, prefix)
     if pos + LOG_OVERHEAD > len(data):
         return out, pos
     entries, whole = read_entries(memoryview(data)[pos:], verify_crc=verify_crc, base_position=pos)
+    new = tuple.__new__
     for e in entries:
         ts_type = (e.attributes & TIMESTAMP_TYPE_BIT) >> 3 if e.magic else 0
         if e.attributes & CODEC_MASK:
-            out.extend(_open_wrapper_messages(e, ts_type, verify_crc, limit))
+            out.extend(_open_wrapper_messages(e, ts_type, verify_crc, limit, cls, prefix))
         else:
-            out.append(Message(e.offset, e.timestamp, ts_type, e.key, e.value))
+            out.append(new(cls, (*prefix, e.offset, e.timestamp, ts_type, e.key, e.value)))
     return out, pos + whole
 
 
 def _open_wrapper_messages(
-    wrapper: Entry, ts_type: int, verify_crc: bool, limit: int
-) -> list[Message]:
+    wrapper: Entry,
+    ts_type: int,
+    verify_crc: bool,
+    limit: int,
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+) -> list[_T]:
+    new = tuple.__new__
     if not wrapper.magic:  # v0 messages inside, offsets as stored: the general path reads them
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
-        return [Message(e.offset, e.timestamp, 0, e.key, e.value) for e in entries]
+        return [new(cls, (*prefix, e.offset, e.timestamp, 0, e.key, e.value)) for e in entries]
     raw = decompress(
         wrapper.codec,
         wrapper.value or b"",
@@ -542,7 +647,8 @@ def _open_wrapper_messages(
         offset=wrapper.offset,
         position=wrapper.position,
     )
-    inner, whole = _decode_plain(raw, verify_crc)
+    inner: list[Message]
+    inner, whole = _decode_plain(raw, verify_crc, Message, ())
     if whole != len(raw) or not inner:
         # Not a clean set of plain v1 messages: the general path finds and names the problem.
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
@@ -550,14 +656,11 @@ def _open_wrapper_messages(
         shift = 0
     else:
         shift = wrapper.offset - inner[-1].offset
-    if not shift and not ts_type:
-        return inner
-    new = tuple.__new__
     if ts_type:
         # With log-append time the wrapper's timestamp is authoritative for all inside.
         ts = wrapper.timestamp
-        return [new(Message, (m[0] + shift, ts, 1, m[3], m[4])) for m in inner]
-    return [new(Message, (m[0] + shift, m[1], 0, m[3], m[4])) for m in inner]
+        return [new(cls, (*prefix, m[0] + shift, ts, 1, m[3], m[4])) for m in inner]
+    return [new(cls, (*prefix, m[0] + shift, m[1], 0, m[3], m[4])) for m in inner]
 
 
 def count_messages(entry: Entry, *, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> int:

@@ -46,6 +46,21 @@ def test_stream_in_small_chunks(chunk: int) -> None:
     assert decoder.buffered == 0
 
 
+def test_the_decoder_keeps_nothing_of_a_chunk_it_was_fed() -> None:
+    """A reader may feed views of one receive buffer it reuses for every read."""
+    stream = b"".join(map(encode_frame, PAYLOADS))
+    buffer = bytearray(len(stream))
+    decoder = FrameDecoder()
+    frames: list[bytes] = []
+    for start in range(0, len(stream), 7):
+        piece = stream[start : start + 7]
+        buffer[: len(piece)] = piece
+        decoder.receive_data(memoryview(buffer)[: len(piece)])
+        buffer[:] = bytes(len(buffer))  # the next read overwrites it
+        drain(decoder, frames)
+    assert frames == PAYLOADS
+
+
 def test_partial_frame_waits_for_more() -> None:
     decoder = FrameDecoder()
     frame = encode_frame(b"payload")
