@@ -127,7 +127,9 @@ class OffsetIndex(_SparseIndex):
         relative = offset - self.base_offset
         if relative <= 0:
             return 0
-        i = bisect_left(self._keys, min(relative, MAX_RELATIVE_OFFSET + 1)) - 1
+        if relative > MAX_RELATIVE_OFFSET:
+            relative = MAX_RELATIVE_OFFSET + 1
+        i = bisect_left(self._keys, relative) - 1
         return self._values[i] if i >= 0 else 0
 
     def truncate_to_position(self, position: int) -> None:

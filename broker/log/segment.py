@@ -371,15 +371,16 @@ class Segment:
         if offset >= self.next_offset:
             return end
         # The read path: _headers' loop, inlined and reading only offset and size.
+        # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
         position = self.index.lookup(offset)
-        pread = self.file.pread
+        fd = self.file.fileno()
         unpack = _OFFSET_SIZE.unpack_from
         min_size = MIN_SIZE[0]
         while position < end:
-            block = pread(min(_HEADER_BLOCK, end - position), position)
-            n = len(block)
+            block = os.pread(fd, min(_HEADER_BLOCK, end - position), position)
+            last = len(block) - LOG_OVERHEAD
             p = 0
-            while p + LOG_OVERHEAD <= n:
+            while p <= last:
                 entry_offset, size = unpack(block, p)
                 if entry_offset >= offset:
                     return position + p
