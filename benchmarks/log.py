@@ -184,8 +184,10 @@ def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> lis
     log = PartitionLog.open(directory / "t-0", config)
     for data in sets:
         log.append(data)
+    # Written set by set as the log was: one write of the whole file lays out its page cache
+    # differently (larger folios), and reading it back is then about 10% faster.
     raw = directory / "raw"
-    raw.write_bytes(b"".join(sets))
+    raw_write(sets, per_set, None)(directory)
     total = raw.stat().st_size
     messages = per_set * len(sets)
     devnull = os.open(os.devnull, os.O_WRONLY)
