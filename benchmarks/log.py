@@ -10,16 +10,16 @@ run and the ratio between them:
   the flush that closing the log makes and the raw file does not.
 - ``log.append_as_follower``: a replica's appends of the same sets as the leader stored them
   (offsets kept: checked, not assigned), flushing off, against the same ``os.write``.
+- ``log.read``: ``PartitionLog.read(...).bytes()`` in 1 MiB chunks over the whole log against
+  ``os.read`` of the raw file in 1 MiB chunks; ``log.sendfile``: ``os.sendfile`` of each
+  ``ReadResult`` to /dev/null against ``os.sendfile`` of the raw file. A read of the whole log
+  takes milliseconds, so the log and the raw file take turns for ``READ_ROUNDS`` rounds.
 
 An append must check every message's CRC, so beside ``ratio`` (raw write seconds / append
 seconds) the append lines carry ``ratio_with_crc``: (raw write seconds + the seconds of one
 ``zlib.crc32`` pass over each whole set, the best of the passes measured beside each case) /
 append seconds -- the honest limit of a validating append, which also costs one CRC call per
 message where the pass costs one per set.
-- ``log.read``: ``PartitionLog.read(...).bytes()`` in 1 MiB chunks over the whole log against
-  ``os.read`` of the raw file in 1 MiB chunks; ``log.sendfile``: ``os.sendfile`` of each
-  ``ReadResult`` to /dev/null against ``os.sendfile`` of the raw file. A read of the whole log
-  takes milliseconds, so the log and the raw file take turns for ``READ_ROUNDS`` rounds.
 
 Rates are in units of 10**6 bytes per second (message-set bytes) and messages per second; each
 case reports the best of several rounds. Files live in a temporary directory (``--dir``) on the
