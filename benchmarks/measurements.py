@@ -36,12 +36,13 @@ def unit_of(key: str) -> str | None:
 
     ``mb_per_s`` -> MB/s, ``heartbeats_per_s`` -> heartbeats/s, ``p999_ms`` -> ms,
     ``coordinator_bytes_per_member`` -> B/member,
-    ``rebalance_s`` -> s, ``peak_rss_mb`` -> MB, ``ratio`` -> x; but ``linger_ms`` or
+    ``rebalance_s`` -> s, ``peak_rss_mb`` -> MB, ``ratio`` and ``ratio_with_crc`` -> x; but
+    ``min_cleanable_dirty_ratio`` (a setting), ``linger_ms`` or
     ``rate_per_s`` or ``total_mb`` are settings of the run, so parameters.
     """
-    if key == "ratio":
-        return "x"
     words = key.split("_")
+    if words[0] == "ratio":
+        return "x"
     if words[0] in _SETTING_WORDS:
         return None
     if key.endswith("_per_s"):

@@ -18,7 +18,7 @@ hold the scan to the codec's general reader, entry for entry and error for error
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import islice, repeat
 from operator import itemgetter, lt
@@ -39,6 +39,7 @@ _MAX_CODEC = max(Codec)
 _CRC_START = 16  # the CRC covers the entry from its magic byte on
 _RUN_FIRST = 16  # chunks of a run: the first, then four times larger up to the last
 _RUN_MAX = 4096
+_SLICES_FROM = 4096  # entries this large have their CRCs computed over views, not copies
 
 
 class Scan(NamedTuple):
@@ -196,12 +197,17 @@ def _scan_run(
     of them, is one extended slice: the bytes of the fields that must be equal are checked
     with ``lstrip``, and offsets, stored CRCs and timestamps are gathered field by field and
     read or compared in one call each. Per entry only its CRC is computed. Chunks start small
-    and grow, so a short run costs little more than the entry-at-a-time path."""
+    and grow, so a short run costs little more than the entry-at-a-time path -- unless the data
+    ends in an entry of this size, at this stride (a set of one size, as producers send them):
+    then the first chunk is as large as they come."""
     view = memoryview(data)
     equal_at, covered = _run_layout(klen, whole)
     shape = _RUN_SHAPE.pack(whole - LOG_OVERHEAD, 1, attributes, klen, vlen)
     expected = [shape[i : i + 1] for i in range(len(shape))]
-    chunk = _RUN_FIRST
+    # A set of entries of one size (what producers send) ends in one too: one chunk for all.
+    last_at = len(data) - whole
+    one_size = not (last_at - pos) % whole and data[last_at + 8 : last_at + 12] == shape[:4]
+    chunk = _RUN_MAX if one_size else _RUN_FIRST
     while (count := min(chunk, (len(data) - pos) // whole)) > 1:
         stop = pos + count * whole
         good = count
@@ -209,7 +215,13 @@ def _scan_run(
             column = data[pos + at : stop : whole]
             good = min(good, len(column) - len(column.lstrip(byte)))
         if verify_crc:
-            bodies = map(itemgetter(0), covered.iter_unpack(view[pos:stop]))
+            bodies: Iterator[bytes | memoryview]
+            if whole < _SLICES_FROM:  # copies of short bodies cost less than views of them
+                bodies = map(itemgetter(0), covered.iter_unpack(view[pos:stop]))
+            else:
+                starts = range(pos + _CRC_START, stop, whole)
+                ends = range(pos + whole, stop + 1, whole)
+                bodies = map(view.__getitem__, map(slice, starts, ends))
             computed = struct.pack(f">{count}I", *map(crc32, bodies))
             stored = _gather(data, pos + 12, stop, 4, whole)
             if computed != stored:

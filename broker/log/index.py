@@ -41,7 +41,9 @@ class _SparseIndex:
     def _extend(self, keys: list[int], values: list[int]) -> None:
         self._keys.extend(keys)
         self._values.extend(values)
-        self._pending += b"".join(map(self.ENTRY.pack, keys, values))
+        fields = [0] * (2 * len(keys))  # key, value, key, value, ...
+        fields[::2], fields[1::2] = keys, values
+        self._pending += struct.pack(f">{self.ENTRY.format[1:] * len(keys)}", *fields)
 
     def _read(self) -> bool:
         """Load the file; False when it is missing or not a whole number of sorted entries."""
@@ -117,8 +119,7 @@ class OffsetIndex(_SparseIndex):
         return index
 
     def extend(self, offsets: list[int], positions: list[int]) -> None:
-        base = self.base_offset
-        self._extend([offset - base for offset in offsets], positions)
+        self._extend(list(map((-self.base_offset).__add__, offsets)), positions)
 
     def lookup(self, offset: int) -> int:
         """Where to start scanning for ``offset``: the position of the last indexed entry whose
@@ -126,7 +127,9 @@ class OffsetIndex(_SparseIndex):
         relative = offset - self.base_offset
         if relative <= 0:
             return 0
-        i = bisect_left(self._keys, min(relative, MAX_RELATIVE_OFFSET + 1)) - 1
+        if relative > MAX_RELATIVE_OFFSET:
+            relative = MAX_RELATIVE_OFFSET + 1
+        i = bisect_left(self._keys, relative) - 1
         return self._values[i] if i >= 0 else 0
 
     def truncate_to_position(self, position: int) -> None:
@@ -152,8 +155,7 @@ class TimeIndex(_SparseIndex):
         return index if index._read() else None
 
     def extend(self, timestamps: list[int], offsets: list[int]) -> None:
-        base = self.base_offset
-        self._extend(timestamps, [offset - base for offset in offsets])
+        self._extend(timestamps, list(map((-self.base_offset).__add__, offsets)))
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop the entries for ``offset`` or later ones (the log was cut before it)."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-from bisect import bisect_left
-from collections.abc import Iterator
-from itertools import accumulate
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, compress, islice, repeat
+from operator import gt
 from pathlib import Path
 
 import structlog
@@ -235,38 +236,28 @@ class Segment:
         entry after ``index_interval_bytes`` more bytes, and with it a time-index entry
         (largest timestamp so far, that entry's offset) when the largest timestamp grew. The
         same walk serves appends and rebuilds, so both give one index. It works per index
-        entry, not per message: running sums and a binary search find where they fall."""
+        entry, not per message (``index_points``, ``largest_timestamps``)."""
         count = len(entries.positions)
         if not count:
             return
-        interval = self.index_interval_bytes
-        positions, offsets = entries.positions, entries.offsets
-        # since[i]: bytes since the last index entry, before entry i
-        since = list(accumulate(entries.sizes, initial=self.bytes_since_index))
-        # largest[i + 1]: largest timestamp up to and including entry i
-        largest = list(accumulate(entries.timestamps, max, initial=self.max_timestamp))
-        indexed: list[int] = []
-        indexed_at = 0
-        i = bisect_left(since, interval, 0, count)
-        while i < count:
-            indexed.append(i)
-            indexed_at = since[i]
-            i = bisect_left(since, indexed_at + interval, i + 1, count)
+        indexed, indexed_at, since_end = index_points(
+            entries.sizes, self.bytes_since_index, self.index_interval_bytes
+        )
+        largest, largest_end = largest_timestamps(entries.timestamps, indexed, self.max_timestamp)
         if indexed:
-            index_offsets = [offsets[i] for i in indexed]
-            self.index.extend(index_offsets, [base_position + positions[i] for i in indexed])
-            timestamps: list[int] = []
-            time_offsets: list[int] = []
-            last = self.time_index.last_timestamp
-            for i, offset in zip(indexed, index_offsets, strict=True):
-                if largest[i + 1] > last:
-                    last = largest[i + 1]
-                    timestamps.append(last)
-                    time_offsets.append(offset)
-            self.time_index.extend(timestamps, time_offsets)
-        self.bytes_since_index = since[count] - indexed_at
-        self.max_timestamp = largest[count]
-        self.next_offset = offsets[-1] + 1
+            index_offsets = picked(entries.offsets, indexed)
+            positions = map(base_position.__add__, picked(entries.positions, indexed))
+            self.index.extend(index_offsets, list(positions))
+            # a time-index entry where the largest timestamp (never decreasing) grew
+            first = bisect_right(largest, self.time_index.last_timestamp)
+            largest, index_offsets = largest[first:], index_offsets[first:]
+            grew = [True, *map(gt, islice(largest, 1, None), largest)] if largest else []
+            self.time_index.extend(
+                list(compress(largest, grew)), list(compress(index_offsets, grew))
+            )
+        self.bytes_since_index = since_end - indexed_at
+        self.max_timestamp = largest_end
+        self.next_offset = entries.offsets[-1] + 1
 
     def truncate_to(self, offset: int) -> int:
         """Remove every entry holding ``offset`` or a later one -- a compressed wrapper goes
@@ -380,15 +371,16 @@ class Segment:
         if offset >= self.next_offset:
             return end
         # The read path: _headers' loop, inlined and reading only offset and size.
+        # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
         position = self.index.lookup(offset)
-        pread = self.file.pread
+        fd = self.file.fileno()
         unpack = _OFFSET_SIZE.unpack_from
         min_size = MIN_SIZE[0]
         while position < end:
-            block = pread(min(_HEADER_BLOCK, end - position), position)
-            n = len(block)
+            block = os.pread(fd, min(_HEADER_BLOCK, end - position), position)
+            last = len(block) - LOG_OVERHEAD
             p = 0
-            while p + LOG_OVERHEAD <= n:
+            while p <= last:
                 entry_offset, size = unpack(block, p)
                 if entry_offset >= offset:
                     return position + p
@@ -439,3 +431,57 @@ class Segment:
         if self.max_timestamp >= 0:
             return self.max_timestamp
         return os.fstat(self.file.fileno()).st_mtime_ns // 1_000_000
+
+
+def index_points(
+    sizes: Sequence[int], since_index: int, interval: int
+) -> tuple[Sequence[int], int, int]:
+    """Which of consecutive entries (at least one) of ``sizes`` bytes get an offset-index
+    entry, when ``since_index`` bytes were written since the last one: the first entry after
+    ``interval`` more bytes, and so on. Returns their indexes, the bytes written before the
+    last of them (0 when none) and before the end, both counted from the last index entry
+    before these entries.
+
+    Entries of one size (a producer's usual set) are placed by arithmetic; others by running
+    sums and one binary search per index entry."""
+    count = len(sizes)
+    stride = sizes[0]
+    if sizes.count(stride) == count:
+        first = max(0, -(-(interval - since_index) // stride))
+        indexed: Sequence[int] = range(first, count, max(1, -(-interval // stride)))
+        end = since_index + count * stride
+        return indexed, (since_index + indexed[-1] * stride if indexed else 0), end
+    # since[i]: bytes since the last index entry, before entry i
+    since = list(accumulate(sizes, initial=since_index))
+    found: list[int] = []
+    indexed_at = 0
+    i = bisect_left(since, interval, 0, count)
+    while i < count:
+        found.append(i)
+        indexed_at = since[i]
+        i = bisect_left(since, indexed_at + interval, i + 1, count)
+    return found, indexed_at, since[count]
+
+
+def largest_timestamps(
+    timestamps: Sequence[int], indexed: Sequence[int], largest: int
+) -> tuple[list[int], int]:
+    """The largest timestamp up to and including each entry of ``indexed`` (in order), and
+    over all the ``timestamps`` (at least one), starting from ``largest``. Timestamps in
+    order (a producer's usual set) need no running maximum: each is the largest so far."""
+    listed = list(timestamps)
+    if listed == sorted(listed):
+        at = picked(listed, indexed)
+        if at and at[0] < largest:
+            at = list(map(max, repeat(largest), at))
+        return at, max(largest, listed[-1])
+    running = list(accumulate(listed, max, initial=largest))
+    return picked(running[1:], indexed), running[-1]
+
+
+def picked(column: Sequence[int], indexed: Sequence[int]) -> list[int]:
+    """The items of ``column`` at ``indexed`` (a range: one slice)."""
+    if isinstance(indexed, range):
+        return list(column[indexed.start : indexed.stop : indexed.step])
+    return list(map(column.__getitem__, indexed))
+

@@ -22,6 +22,7 @@ from benchmarks.measurements import Measurement, Problem, join, json_line, norma
         ("rebalance_s", "s"),
         ("peak_rss_mb", "MB"),
         ("ratio", "x"),
+        ("ratio_with_crc", "x"),
         ("coordinator_bytes_per_member", "B/member"),
         ("join_time_s", "s"),
         # settings of a run, not results
@@ -29,6 +30,7 @@ from benchmarks.measurements import Measurement, Problem, join, json_line, norma
         ("rate_per_s", None),
         ("session_timeout_ms", None),
         ("total_mb", None),
+        ("min_cleanable_dirty_ratio", None),
         ("value_bytes", None),
         ("messages", None),
     ],
