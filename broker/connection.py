@@ -58,7 +58,8 @@ log = structlog.get_logger(__name__)
 
 RECEIVE_BYTES = 256 * 1024  # the most one read takes
 #: how long a reader handles requests already read before it lets other tasks run: a tenth of a
-#: millisecond is about ten heartbeats, and the yield costs a few microseconds
+#: millisecond is about ten heartbeats. The cost is coalescing (about ten answers per write
+#: instead of all that were read); docs/performance.md has both sides measured
 REQUEST_TURN_S = 0.0001
 _ids = itertools.count(1)
 
