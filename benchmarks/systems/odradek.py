@@ -47,10 +47,7 @@ def send_paced(address: str, target: str, schedule: PacedSchedule, value_bytes: 
         while not schedule.done:
             due = schedule.take(time.monotonic_ns(), BATCH)
             if not due:
-                # poll returns at once when nothing is in flight: sleep the rest, as the peers'
-                # senders do, rather than spin on a core the broker and the receiver share
                 producer.poll(schedule.wait_s(time.monotonic_ns()))
-                time.sleep(schedule.wait_s(time.monotonic_ns()))
                 continue
             for intended in due:
                 producer.send(target, stamped_value(intended, value_bytes), partition=0)
