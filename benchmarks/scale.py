@@ -15,7 +15,7 @@ Prints JSON lines (``--quick``: a tenth of the groups and partitions, under a mi
   100,000 members; ``client_busy`` says how much of a core the simulating client needed for
   it, as it shares the machine with the broker); and the p99 again on the other groups'
   connections while ``rebalancing`` groups rebalance at once (one member of each leaves; the
-  others are told by their next heartbeat and rejoin).
+  others are told by their next heartbeat and rejoin, all in the same moment).
 - ``scale_partitions``: 10 topics of 1,000 partitions (10,000) on one broker: the seconds to
   create them, the broker's start-up time and RSS over them (stopped and started again on the
   same data), and producer msgs/s with messages spread round robin over every partition.
@@ -227,25 +227,31 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
             member.joined(body)
             rejoined[0] += 1
         elif line in moving_lines:
-            if body["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS:
-                line.send("join", member)
-            else:  # the leave has not reached the group yet
-                line.send("heartbeat", member)
+            if body["error_code"] != ErrorCode.REBALANCE_IN_PROGRESS:
+                raise RuntimeError(f"{member.group} is not rebalancing after a leave: {body}")
+            line.send("join", member)
         else:
             on_beat(line, kind, member, took, body)
 
+    # The leaves are answered before the others heartbeat: every heartbeat then learns of the
+    # rebalance, and every line sends its JoinGroups in the same group order. (A JoinGroup holds
+    # its connection until its round ends; lines rejoining in different orders would each hold
+    # a round the other needs, until the rebalance timeout.)
     moving_lines = {line for row in moving for line in row}
+    leavers = [row[-1] for row in moving]
+    paced = pacer(quiet)
     rebalance_started = time.perf_counter()
-    for row in moving:
-        leaver = row[-1]
+    for leaver in leavers:
         for member in leaver.members:
             leaver.wire.queue(request(ApiKey.LEAVE_GROUP, {
                 "group_id": member.group, "member_id": member.member_id}))
             leaver.pending.append(("leave", member, time.perf_counter()))
+    run_lines(flat, on_rebalance, lambda: all(not line.pending for line in leavers), paced)
+    for row in moving:
         for line in row[:-1]:
             for member in line.members:
                 line.send("heartbeat", member)
-    run_lines(flat, on_rebalance, lambda: rejoined[0] == expected, pacer(quiet))
+    run_lines(flat, on_rebalance, lambda: rejoined[0] == expected, paced)
     rebalance_s = time.perf_counter() - rebalance_started
     run_lines(quiet, on_beat, lambda: all(not line.pending for line in quiet))
     for line in flat:
