@@ -360,6 +360,8 @@ class ClusterNode:
         self._check_epoch(body)
         before = self.cache.configs
         self.cache.apply(body)
+        if self.replicas is not None:  # a leader whose address was unknown may be known now
+            self.replicas.retry_fetching()
         if self._topics is not None:
             for topic, configs in self.cache.configs.items():
                 if before.get(topic) != configs and self._topics.get(topic) is not None:

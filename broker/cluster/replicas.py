@@ -101,6 +101,10 @@ class ReplicaManager:
         self.replicas: dict[TopicPartition, Replica] = {}
         self._fetchers: dict[tuple[int, str, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
+        #: followed partitions whose fetching could not start yet: a LeaderAndIsr that came
+        #: before ``run`` (a restarted broker registers, and is told, before it serves) or named
+        #: a leader whose address is not known yet; started by ``run`` and ``retry_fetching``
+        self._unfetched: set[TopicPartition] = set()
         #: ISR changes this broker wrote as leader (Kafka's IsrShrinksPerSec, IsrExpandsPerSec)
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -109,6 +113,7 @@ class ReplicaManager:
         """The ISR expiry check and the fetchers' home, until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self.retry_fetching()
             while True:
                 await trio.sleep(self._lag / 2)
                 await self._shrink_isrs()
@@ -329,11 +334,21 @@ class ReplicaManager:
 
     # ================================================================== follower side
 
+    def retry_fetching(self) -> None:
+        """Start the fetching that could not start before (see ``_unfetched``)."""
+        for tp in list(self._unfetched):
+            replica = self.replicas.get(tp)
+            self._unfetched.discard(tp)
+            if replica is not None and replica.leader != self.broker_id:
+                self._start_fetching(replica)
+
     def _start_fetching(self, replica: Replica) -> None:
         address = self._address(replica.leader)
         if address is None or self._nursery is None:
-            log.warning("replica.leader_unknown", topic=replica.tp[0],
-                        partition=replica.tp[1], leader=replica.leader)
+            if address is None:
+                log.warning("replica.leader_unknown", topic=replica.tp[0],
+                            partition=replica.tp[1], leader=replica.leader)
+            self._unfetched.add(replica.tp)
             return
         key = (replica.leader, *address)  # a restarted leader may listen elsewhere
         fetcher = self._fetchers.get(key)
@@ -344,6 +359,7 @@ class ReplicaManager:
         fetcher.add(replica)
 
     def _stop_fetching(self, replica: Replica) -> None:
+        self._unfetched.discard(replica.tp)
         for fetcher in self._fetchers.values():
             fetcher.remove(replica.tp)
 
