@@ -618,6 +618,26 @@ def _exit_on_signal(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def stop_on_signals() -> None:
+    """Ctrl-C (the suite's stop) and SIGTERM end the run through its clean-up, even when
+    started with SIGINT ignored (a background job of a shell)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+
+
+def start_or_report_missing(cluster: Cluster, name: str) -> bool:
+    """Start ``cluster``; False, with the area's ``missing`` line printed, when ZooKeeper or
+    Java is not installed (the suite reports it rather than failing)."""
+    try:
+        cluster.start()
+    except (ZooKeeperUnavailableError, FileNotFoundError) as exc:
+        print(json.dumps({"status": "missing", "name": name, "reason": str(exc)}), flush=True)
+        return False
+    except LocalClusterError as exc:
+        raise BenchError(f"ZooKeeper did not start: {exc}") from None
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -631,22 +651,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "brokers' logs and data, for a look afterwards")
     args = parser.parse_args(argv)
     partitions = args.partitions or (QUICK_PARTITIONS if args.quick else PARTITIONS)
-    # Ctrl-C (the suite's stop) and SIGTERM end the run through the clean-up below, even when
-    # started with SIGINT ignored (a background job of a shell).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    stop_on_signals()
     with contextlib.ExitStack() as stack:
         workdir = bench_workdir(stack, args.keep, "cluster", parser)
         cluster = Cluster(workdir, BROKERS, args.session_timeout_ms)
         try:
-            try:
-                cluster.start()
-            except (ZooKeeperUnavailableError, FileNotFoundError) as exc:
-                print(json.dumps({"status": "missing", "name": "cluster", "reason": str(exc)}),
-                      flush=True)
+            if not start_or_report_missing(cluster, "cluster"):
                 return 0
-            except LocalClusterError as exc:
-                raise BenchError(f"ZooKeeper did not start: {exc}") from None
             for trigger in ("kill", "sigterm"):
                 print(json.dumps(leader_failover(cluster, trigger, partitions)), flush=True)
             print(json.dumps(controller_failover(cluster)), flush=True)

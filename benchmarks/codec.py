@@ -17,7 +17,7 @@ import random
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -62,7 +62,8 @@ def best_rate(op: Callable[[], object], seconds: float, rounds: int = 5) -> floa
     return best
 
 
-def emit(line: dict[str, Any]) -> None:
+def emit(line: Mapping[str, Any]) -> None:
+    """One JSON line of results, at once (the suite reads them as they come)."""
     print(json.dumps(line), flush=True)
 
 

@@ -63,12 +63,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from benchmarks.cluster import BROKERS, Broker, Cluster
+from benchmarks.cluster import BROKERS, Broker, Cluster, start_or_report_missing, stop_on_signals
+from benchmarks.group import round_trip_ms
 from benchmarks.processes import ChildLines
 from benchmarks.servers import REPO_ROOT, start_odradek
 from client import Admin, Consumer, Producer, TopicPartition
 from client.group_admin import OFFSETS_TOPIC, GroupAdmin
-from client.local_cluster import ZooKeeperUnavailableError
 
 SESSION_MS = 6_000  # the brokers' zookeeper_session_timeout_ms, as benchmarks/cluster.py
 CONSUMER_SESSION_MS = 10_000  # Consumer defaults, stated in the lines
@@ -379,17 +379,6 @@ def failover(cluster: Cluster, trigger: str, groups: int, members: int,
     return line
 
 
-def round_trip_ms(bootstrap: str) -> float:
-    with Admin(bootstrap) as admin:
-        admin.api_versions()
-        samples = []
-        for _ in range(20):
-            started = time.perf_counter()
-            admin.api_versions()
-            samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
-
-
 # ------------------------------------------------------------------------ Catch-up
 
 
@@ -464,10 +453,6 @@ def catch_up(workdir: Path, records: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ main
 
 
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.group failover",
                                      description=__doc__,
@@ -485,18 +470,13 @@ def main(argv: Sequence[str]) -> int:
     groups = args.groups or (3 if args.quick else 10)
     members = args.members or (5 if args.quick else 10)
     parts = args.only or ["kill", "sigterm", "catch-up"]
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    stop_on_signals()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-group-failover-") as tmp:
         triggers = [t for t in ("kill", "sigterm") if t in parts]
         if triggers:
             cluster = Cluster(Path(tmp) / "cluster", BROKERS, args.session_timeout_ms)
             try:
-                try:
-                    cluster.start()
-                except (ZooKeeperUnavailableError, FileNotFoundError) as exc:
-                    print(json.dumps({"status": "missing", "name": "group_failover",
-                                      "reason": str(exc)}), flush=True)
+                if not start_or_report_missing(cluster, "group_failover"):
                     triggers = []
                 bootstrap = ",".join(b.address for b in cluster.live().values())
                 rtt = 0.0

@@ -82,12 +82,13 @@ from benchmarks.cluster import (
     bench_workdir,
     detection_window,
     metadata_from,
+    start_or_report_missing,
+    stop_on_signals,
 )
-from benchmarks.codec import sample_records
+from benchmarks.codec import emit, sample_records
 from benchmarks.servers import REPO_ROOT
 from client import Admin, Consumer, Producer, TopicPartition
 from client.future import Future
-from client.local_cluster import LocalClusterError, ZooKeeperUnavailableError
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient, parse_bootstrap
 from client.offsets import LATEST
@@ -152,10 +153,6 @@ CONFIGS = (
     Config("rf3_acks1", 3, 1),
     Config("rf3_acks_all", 3, "all", 2),
 )
-
-
-def emit(line: Mapping[str, Any]) -> None:
-    print(json.dumps(line), flush=True)
 
 
 def progress(text: str) -> None:
@@ -769,10 +766,6 @@ def summary(producers: Sequence[Mapping[str, Any]], cpus: int) -> dict[str, Any]
     }
 
 
-def _exit_on_signal(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replication", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -801,20 +794,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = args.rounds or (QUICK_ROUNDS if args.quick else ROUNDS)
     latency_s = args.latency_seconds or (QUICK_LATENCY_S if args.quick else LATENCY_S)
     cpus = os.cpu_count() or 1
-    # Ctrl-C (the suite's stop) and SIGTERM end the run through the clean-up below.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    stop_on_signals()
     with contextlib.ExitStack() as stack:
         workdir = bench_workdir(stack, args.keep, "replication", parser)
         cluster = Cluster(workdir, BROKERS, args.session_timeout_ms)
         try:
-            try:
-                cluster.start()
-            except (ZooKeeperUnavailableError, FileNotFoundError) as exc:
-                emit({"status": "missing", "name": "replication", "reason": str(exc)})
+            if not start_or_report_missing(cluster, "replication"):
                 return 0
-            except LocalClusterError as exc:
-                raise BenchError(f"ZooKeeper did not start: {exc}") from None
             for line in producer_rounds(cluster, messages, rounds, cpus):
                 emit(line)
             for config in CONFIGS:

@@ -29,8 +29,9 @@ from typing import Any
 
 import trustme
 
+from benchmarks.codec import emit
 from benchmarks.servers import stop_process
-from benchmarks.throughput import VALUE_BYTES, emit, new_topic, values
+from benchmarks.throughput import VALUE_BYTES, new_topic, values
 from client import Admin, Consumer, Producer, TopicPartition
 from client.network import NetworkClient
 from client.security import SecurityConfig

@@ -22,7 +22,8 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.throughput import VALUE_BYTES, emit, own_broker, values
+from benchmarks.codec import emit
+from benchmarks.throughput import VALUE_BYTES, own_broker, values
 from client import Admin, Consumer, Producer, TopicPartition
 from pipeline.session import local_session
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import re
 import selectors
@@ -36,9 +35,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from benchmarks.codec import sample_records
+from benchmarks.codec import emit, sample_records
 from benchmarks.servers import stop_process
 from client import Admin, Consumer, Producer, TopicPartition
 
@@ -46,10 +44,6 @@ VALUE_BYTES = 100
 PRODUCER_VALUE_BYTES = (100, 1024)  # issue #8: 100 B and 1 KiB values
 _LISTENING = re.compile(r"odradek broker (-?\d+) listening on (\S+):(\d+)")
 _STAMP = struct.Struct(">q")
-
-
-def emit(line: dict[str, Any]) -> None:
-    print(json.dumps(line), flush=True)
 
 
 # ------------------------------------------------------------------------------------ broker
