@@ -748,20 +748,27 @@ class PartitionLog:
                     count += 1
             if not count:
                 return 0
-            self._segments = segments.without_first(count)
-            for segment in closed[:count]:
-                segment.delete_files()
-                if segment in self._unflushed:
-                    self._unflushed.remove(segment)
-            self._directory_changed = True
-            self._leader_epochs.truncate_from_start(self._start(self._segments))
+            remaining = self._delete_oldest(segments, count)
+            log_start = self._start(remaining)
+            self._leader_epochs.truncate_from_start(log_start)
         log.info(
             "log.retention",
             directory=str(self._directory),
             segments_deleted=count,
-            log_start_offset=self._start(self._segments),
+            log_start_offset=log_start,
         )
         return count
+
+    def _delete_oldest(self, segments: SegmentList, count: int) -> SegmentList:
+        """Drop the ``count`` oldest closed segments of ``segments``, files included (retention,
+        DeleteRecords); under the lock. What remains."""
+        self._segments = remaining = segments.without_first(count)
+        for segment in segments.closed[:count]:
+            segment.delete_files()
+            if segment in self._unflushed:
+                self._unflushed.remove(segment)
+        self._directory_changed = True
+        return remaining
 
     def advance_log_start(self, offset: int) -> bool:
         """Move the log start up to ``offset`` (DeleteRecords; a follower following its
@@ -785,12 +792,7 @@ class PartitionLog:
             while count < len(closed) and closed[count].next_offset <= offset:
                 count += 1
             if count:
-                self._segments = segments.without_first(count)
-                for segment in closed[:count]:
-                    segment.delete_files()
-                    if segment in self._unflushed:
-                        self._unflushed.remove(segment)
-                self._directory_changed = True
+                self._delete_oldest(segments, count)
             self._leader_epochs.truncate_from_start(offset)
             if self._high_watermark is not None and self._high_watermark < offset:
                 self._high_watermark = offset
