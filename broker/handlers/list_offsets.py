@@ -19,20 +19,17 @@ log = structlog.get_logger(__name__)
 
 
 async def list_offsets(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return {
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [
-                    _lookup(ctx, t["name"], p["partition"], p["timestamp"])
-                    if ctx.security.allowed(ApiKey.LIST_OFFSETS, ResourceType.TOPIC, t["name"])
-                    else _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                    for p in t["partitions"]
-                ],
-            }
-            for t in request.body["topics"]
-        ]
-    }
+    return {"topics": [_topic(ctx, t) for t in request.body["topics"]]}
+
+
+def _topic(ctx: BrokerContext, t: dict[str, Any]) -> dict[str, Any]:
+    name = t["name"]
+    if not ctx.security.allowed(ApiKey.LIST_OFFSETS, ResourceType.TOPIC, name):  # once a topic
+        return {"name": name, "partitions": [
+            _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            for p in t["partitions"]]}
+    return {"name": name, "partitions": [
+        _lookup(ctx, name, p["partition"], p["timestamp"]) for p in t["partitions"]]}
 
 
 def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
