@@ -34,12 +34,15 @@ from tests.cluster.conftest import Cluster, replica_log, until
 from tests.security.support import PASSWORD, TlsFiles, make_tls_files
 
 
-def test_replication_over_a_sasl_ssl_inter_broker_listener(
-        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path):
+def sasl_ssl_cluster(make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path,
+                     users: tuple[str, ...], **settings: object) -> tuple[Cluster, TlsFiles]:
+    """Two brokers (not started) with a PLAINTEXT listener and a SASL_SSL one that is also the
+    inter-broker listener, where they log in as ``broker``; ``users`` (SCRAM-SHA-512, all with
+    PASSWORD) added to ZooKeeper first, offline, as docs/security.md's path does."""
     tls = make_tls_files(tmp_path / "tls")
-    password_file = tmp_path / "broker.password"
+    password_file = tmp_path / "password"
     password_file.write_text(PASSWORD)
-    for user in ("broker", "alice"):
+    for user in users:
         added = subprocess.run(
             [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
              "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
@@ -49,7 +52,13 @@ def test_replication_over_a_sasl_ssl_inter_broker_listener(
         listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         inter_broker_listener_name="SASL_SSL",
         sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
-        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD))
+        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD, **settings))
+    return cluster, tls
+
+
+def test_replication_over_a_sasl_ssl_inter_broker_listener(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path):
+    cluster, tls = sasl_ssl_cluster(make_cluster, zk_connect, tmp_path, ("broker", "alice"))
     cluster.start()
 
     registration = cluster.json("/brokers/ids/1")
@@ -110,22 +119,8 @@ def authorizing_cluster(make_cluster: Callable[..., Cluster], zk_connect: str, t
     """Two brokers (not started) with the authorizer on and a SASL_SSL inter-broker listener
     on which they log in as ``broker``; users broker, admin and alice in ZooKeeper. Their
     PLAINTEXT listener serves the harness's metadata (User:ANONYMOUS may describe brokers)."""
-    tls = make_tls_files(tmp_path / "tls")
-    password_file = tmp_path / "password"
-    password_file.write_text(PASSWORD)
-    for user in ("broker", "admin", "alice"):
-        added = subprocess.run(
-            [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
-             "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
-            capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
-        assert added.returncode == 0, added.stderr
-    cluster = make_cluster(2, start=False, settings=tls.broker_settings(
-        listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        inter_broker_listener_name="SASL_SSL",
-        sasl_mechanism_inter_broker_protocol="SCRAM-SHA-512",
-        inter_broker_sasl_username="broker", inter_broker_sasl_password=PASSWORD,
-        authorizer_enabled=True, super_users=super_users))
-    return cluster, tls
+    return sasl_ssl_cluster(make_cluster, zk_connect, tmp_path, ("broker", "admin", "alice"),
+                            authorizer_enabled=True, super_users=super_users)
 
 
 def login(tls: TlsFiles, user: str) -> SecurityOptions:
