@@ -156,5 +156,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
+def fmt(value: float) -> str:
+    """A figure as the report prints it: thousands separated, three significant digits below
+    10, one decimal below 100."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
 def json_line(item: Measurement | Problem) -> str:
     return json.dumps(item.to_json(), ensure_ascii=False)

@@ -4,17 +4,19 @@ For each workload of benchmarks/workloads.py each peer gets a fresh server (so i
 that workload's own): the producer case times writing the messages; the consumer case fills a
 stream untimed, then times reading it all back with acknowledgements. A peer whose server or
 client is not installed is reported as missing, one that breaks as failed; the others go on.
+Last, Redis's own ``redis-benchmark`` gives a reference line (benchmarks/native.py).
 """
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks import systems
+from benchmarks import native, systems
 from benchmarks.areas import Earlier, RawLine
 from benchmarks.workloads import Workload, sample_values, workloads
 
@@ -26,7 +28,8 @@ def run(quick: bool, earlier: Earlier) -> Iterator[RawLine]:
         for workload in loads:
             yield measure(name, system, workload)
 
-    return systems.measure_each(systems.PEERS, each_workload)
+    return itertools.chain(systems.measure_each(systems.PEERS, each_workload),
+                           native.redis_reference(quick))
 
 
 def measure(name: str, system: ModuleType, workload: Workload) -> RawLine:

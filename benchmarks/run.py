@@ -7,8 +7,9 @@ that is missing or failed (``status`` and ``reason``), then writes benchmarks/re
 plots. ``--quick`` finishes within about two minutes, the full run within fifteen. Without
 ``--json`` the summary table follows the JSON lines. ``--compare FILE`` then lists every figure
 more than 20% worse than in FILE, a run saved with ``--save FILE`` (benchmarks/compare.py).
-Progress goes to stderr. Exit status 1 when an area failed (a missing one is reported, not an
-error).
+Last comes the aims table (benchmarks/aims.py: issue #15's aims, this run's figures, reached or
+not), on stderr with ``--json``. Progress goes to stderr. Exit status 1 when an area failed (a
+missing one is reported, not an error).
 
 scripts/bench installs the peers (Debian's redis-server and nats-server) and the ``bench`` extra
 (matplotlib, redis, nats-py) first, then runs this.
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import compare, latency, limits, machine, peers, report
+from benchmarks import aims, compare, latency, limits, machine, peers, report
 from benchmarks.areas import Area, AreaResult, RawLine, TimeLimits, run_area, script
 from benchmarks.measurements import Measurement, Problem, join, json_line, normalise
 
@@ -148,10 +149,12 @@ def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None)
     if summary and not args.json:
         print("\n" + "\n".join(report.table(summary)))
     print(f"benchmarks: wrote {', '.join(map(str, written))}", file=sys.stderr)
-    if saved is not None:  # after the JSON lines, so on stderr with --json
+    after = sys.stderr if args.json else sys.stdout  # after the JSON lines, so stderr with --json
+    if saved is not None:
         found = compare.changes(saved, measurements)
-        print("\n" + "\n".join(compare.report(args.compare, found)),
-              file=sys.stderr if args.json else sys.stdout)
+        print("\n" + "\n".join(compare.report(args.compare, found)), file=after)
+    print("\nThe aims of issue #15 in this run (benchmarks/aims.py):\n"
+          + "\n".join(aims.table(aims.evaluate(measurements))), file=after)
     return 1 if any(r.status == "failed" for r in results) else 0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import benchmarks
 from benchmarks import compare, run
 from benchmarks.measurements import Measurement
 from tests.benchmarks.test_run import FAKE_AREAS
@@ -64,6 +65,7 @@ def no_plots(monkeypatch: pytest.MonkeyPatch) -> None:
     """The report without plots: quicker, and matplotlib stays unimported for other tests."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.delitem(sys.modules, "benchmarks.plots", raising=False)
+    monkeypatch.delattr(benchmarks, "plots", raising=False)  # else `from benchmarks import plots`
 
 
 @pytest.mark.usefixtures("no_plots")

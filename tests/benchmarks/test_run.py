@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import limits, peers, report, run, systems
+import benchmarks
+from benchmarks import aims, limits, native, peers, report, run, systems
 from benchmarks.areas import (
     Area,
     AreaMissing,
@@ -99,6 +100,8 @@ def _peer(quick: bool, earlier: Earlier) -> Iterator[RawLine]:
     (workload,) = workloads(earlier["throughput"], quick)
     yield {"bench": "producer", "system": "redis", "messages": workload.messages,
            "value_bytes": workload.value_bytes, "msgs_per_s": 25_000, "mb_per_s": 2.5}
+    yield {"bench": "peer_reference", "system": "redis", "tool": "redis-benchmark",
+           "pipeline": 1000, "requests": 20_000, "value_bytes": 100, "msgs_per_s": 600_000}
     yield {"status": "missing", "name": "nats", "reason": "nats-server is not installed"}
 
 
@@ -124,6 +127,7 @@ def test_run_prints_json_lines_with_peers_and_writes_the_report(
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # the report copes without plots
     monkeypatch.delitem(sys.modules, "benchmarks.plots", raising=False)
+    monkeypatch.delattr(benchmarks, "plots", raising=False)  # else `from benchmarks import plots`
     path = tmp_path / "report.md"
     status = run.main(["--quick", "--json", "--report", str(path)], areas=FAKE_AREAS)
     assert status == 1  # an area failed
@@ -137,8 +141,17 @@ def test_run_prints_json_lines_with_peers_and_writes_the_report(
     problems = {(line["name"], line["status"]) for line in lines if "status" in line}
     assert problems == {("nats", "missing"), ("group", "missing"), ("coordinator", "failed")}
 
+    assert {"area": "peers", "name": "peer_reference.msgs_per_s", "system": "redis",
+            "params": {"tool": "redis-benchmark", "pipeline": 1000, "requests": 20_000,
+                       "value_bytes": 100}, "value": 600_000, "unit": "msg/s"} in lines
+
     text = path.read_text()
     assert text.startswith("# odradek benchmarks\n")
+    # the aims first, then the machine, the summary and the native reference beside it
+    assert text.index("## Aims") < text.index(aims.table([])[0]) < text.index("| CPU |") \
+        < text.index("## Summary") < text.index("Native reference") \
+        < text.index("| peer_reference.msgs_per_s | tool=redis-benchmark pipeline=1000 "
+                     "requests=20000 value_bytes=100 | 600,000 | msg/s |")
     assert "python -m benchmarks.run --quick --json --report" in text
     for key in ("| CPU |", "| cores |", "| memory |", "| Python |"):
         assert key in text
@@ -157,6 +170,9 @@ def test_without_json_the_summary_table_follows(
     assert run.main(["--report", str(tmp_path / "r.md")], areas=FAKE_AREAS[:2]) == 0
     out = capsys.readouterr().out
     assert "| measurement | parameters | odradek | Redis Streams | unit |" in out
+    summary = out[out.index("| measurement |"):]
+    assert "peer_reference" not in summary  # a reference, not a like-for-like peer
+    assert summary.rstrip().endswith(aims.table(aims.evaluate([]))[-1])  # the aims come last
 
 
 def test_only_runs_the_named_areas_and_refuses_unknown_ones() -> None:
@@ -186,12 +202,16 @@ def test_plots_are_drawn_when_matplotlib_is_there(tmp_path: Path) -> None:
 
 def test_peers_that_are_not_installed_are_reported_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(systems, "find_program", lambda name: None)
+    monkeypatch.setattr(native, "find_program", lambda name: None)
     lines = list(peers.run(True, {}))
     assert lines == [
         {"status": "missing", "name": "redis",
          "reason": "redis-server is not installed (scripts/bench installs it)"},
         {"status": "missing", "name": "nats",
          "reason": "nats-server is not installed (scripts/bench installs it)"},
+        {"status": "missing", "name": "redis-benchmark",
+         "reason": "redis-benchmark is not installed (redis-benchmark ships with redis-server; "
+                   "scripts/bench installs it): no native reference line for Redis"},
     ]
 
 
