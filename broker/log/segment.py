@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress, islice, repeat
@@ -30,6 +31,9 @@ _HEADER = struct.Struct(">qiIBBq")
 _OFFSET_SIZE = struct.Struct(">qi")
 _HEADER_BLOCK = 8192
 _SCAN_CHUNK = 1 << 20
+# The append starts the active segment remembers for find_position (``_remember_start``):
+# between this many and twice as many, 16 bytes each.
+APPEND_STARTS_KEPT = 128
 
 
 class SegmentFile:
@@ -95,6 +99,10 @@ class Segment:
         self.bytes_since_index = 0
         self.first_append_time: float | None = None  # wall clock, for rolling by segment_ms
         self.sealed = False
+        # Where recent appends began, as (log end offset before the append, position): the
+        # offsets a reader that has caught up with an append asks for next (find_position).
+        self._start_offsets = array("q")
+        self._start_positions = array("q")
 
     def path(self, suffix: str) -> Path:
         return layout.segment_path(self.directory, self.base_offset, suffix, self.suffix)
@@ -177,6 +185,7 @@ class Segment:
         bad one and rebuild both indexes. Returns the bytes cut off and why."""
         self.index.reset()
         self.time_index.reset()
+        self._forget_starts_from(0)
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.bytes_since_index = 0
@@ -224,6 +233,7 @@ class Segment:
         except OSError:
             os.ftruncate(fd, position)  # leave no partial entry behind (disk full, ...)
             raise
+        self._remember_start(self.next_offset, position)
         self._account(entries, position)
         self.index.write_pending()
         self.time_index.write_pending()
@@ -272,6 +282,7 @@ class Segment:
         # reads on from (an index pointing past the file's end would be rebuilt).
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self._forget_starts_from(position)
         os.ftruncate(self.file.fileno(), position)
         self.size = position
         # The running state from the last index entry on, as opening does: every entry up to
@@ -293,6 +304,7 @@ class Segment:
             self.time_index.extend([self.max_timestamp], [self.next_offset - 1])
             self.time_index.write_pending()
         self.sealed = True
+        self._forget_starts_from(0)  # only the active segment is read at its latest appends
 
     def fsync(self) -> None:
         os.fsync(self.file.fileno())
@@ -370,6 +382,11 @@ class Segment:
         end = self.size
         if offset >= self.next_offset:
             return end
+        starts = self._start_offsets
+        if starts and offset >= starts[0]:
+            i = bisect_left(starts, offset)
+            if i < len(starts) and starts[i] == offset:
+                return self._start_positions[i]
         # The read path: _headers' loop, inlined and reading only offset and size.
         # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
         position = self.index.lookup(offset)
@@ -395,6 +412,24 @@ class Segment:
                 )
             position += p
         return end
+
+    def _remember_start(self, offset: int, position: int) -> None:
+        """Record that the first entry holding ``offset`` or a later one is at ``position``:
+        true of the log end offset before an append and the position it writes at, since every
+        entry before has a lower offset and every appended one a higher or equal one. Kept
+        until a truncation cuts below ``position``; only the latest ones."""
+        starts, positions = self._start_offsets, self._start_positions
+        if len(starts) >= 2 * APPEND_STARTS_KEPT:
+            del starts[:APPEND_STARTS_KEPT]
+            del positions[:APPEND_STARTS_KEPT]
+        starts.append(offset)
+        positions.append(position)
+
+    def _forget_starts_from(self, position: int) -> None:
+        """Drop the remembered append starts at ``position`` or beyond (the file is cut there)."""
+        keep = bisect_left(self._start_positions, position)
+        del self._start_offsets[keep:]
+        del self._start_positions[keep:]
 
     def headers_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
         """The headers of the entries holding ``offset`` and later ones."""
