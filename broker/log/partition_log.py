@@ -510,8 +510,10 @@ class PartitionLog:
         stop = segment.size
         if limit < segment.next_offset:
             stop = segment.find_position(limit)
-        length = min(max_bytes, stop - position)
-        if length <= 0:
+        length = stop - position
+        if length > max_bytes:
+            length = max_bytes
+        elif length <= 0:
             return ReadResult(None, 0, 0, offset)
         return ReadResult(segment.file, position, length, offset)
 

@@ -383,10 +383,9 @@ class Segment:
         if offset >= self.next_offset:
             return end
         starts = self._start_offsets
-        if starts and offset >= starts[0]:
-            i = bisect_left(starts, offset)
-            if i < len(starts) and starts[i] == offset:
-                return self._start_positions[i]
+        i = bisect_left(starts, offset)
+        if i < len(starts) and starts[i] == offset:
+            return self._start_positions[i]
         # The read path: _headers' loop, inlined and reading only offset and size.
         # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
         position = self.index.lookup(offset)
