@@ -388,7 +388,9 @@ class Segment:
             return self._start_positions[i]
         # The read path: _headers' loop, inlined and reading only offset and size.
         # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
-        position = self.index.lookup(offset)
+        position, exact = self.index.lookup(offset)
+        if exact:
+            return position
         fd = self.file.fileno()
         unpack = _OFFSET_SIZE.unpack_from
         min_size = MIN_SIZE[0]

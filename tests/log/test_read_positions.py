@@ -123,3 +123,15 @@ def test_a_read_taken_before_retention_deletes_its_segment_still_reads_it(
     with pytest.raises(LogOffsetOutOfRangeError):
         log.read(inside[-1], 1 << 20)
     assert_reads_start_right(log, [o for o in starts if o >= log.log_start_offset])
+
+
+@pytest.mark.parametrize("interval", [0, 256], ids=["every-entry-indexed", "sparse-index"])
+def test_reads_at_every_offset_match_a_scan_whether_indexed_or_not(
+    open_log: OpenLog, interval: int
+) -> None:
+    log = open_log(segment_bytes=1 << 20, index_interval_bytes=interval)
+    for data in mixed_sets(40):
+        log.append(data)
+    log.close()  # reopened: no append starts remembered, every read goes through the index
+    reopened = open_log(segment_bytes=1 << 20, index_interval_bytes=interval)
+    assert_reads_start_right(reopened, list(range(reopened.log_end_offset)))
