@@ -99,10 +99,11 @@ class Segment:
         self.bytes_since_index = 0
         self.first_append_time: float | None = None  # wall clock, for rolling by segment_ms
         self.sealed = False
-        # Where recent appends began, as (log end offset before the append, position): the
-        # offsets a reader that has caught up with an append asks for next (find_position).
-        self._start_offsets = array("q")
-        self._start_positions = array("q")
+        # Where recent appends began: the log end offsets before them and the positions they
+        # wrote at, the offsets a reader that has caught up asks for next (find_position). One
+        # attribute, replaced whole by a truncation (which may run in a worker thread while
+        # the event loop reads), so that a reader sees both columns of one version.
+        self._append_starts = (array("q"), array("q"))
 
     def path(self, suffix: str) -> Path:
         return layout.segment_path(self.directory, self.base_offset, suffix, self.suffix)
@@ -382,10 +383,10 @@ class Segment:
         end = self.size
         if offset >= self.next_offset:
             return end
-        starts = self._start_offsets
+        starts, positions = self._append_starts
         i = bisect_left(starts, offset)
         if i < len(starts) and starts[i] == offset:
-            return self._start_positions[i]
+            return positions[i]
         # The read path: _headers' loop, inlined and reading only offset and size.
         # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
         position, exact = self.index.lookup(offset)
@@ -418,8 +419,9 @@ class Segment:
         """Record that the first entry holding ``offset`` or a later one is at ``position``:
         true of the log end offset before an append and the position it writes at, since every
         entry before has a lower offset and every appended one a higher or equal one. Kept
-        until a truncation cuts below ``position``; only the latest ones."""
-        starts, positions = self._start_offsets, self._start_positions
+        until a truncation cuts below ``position``; only the latest ones. Appends and reads
+        run in one thread (the event loop), so the columns are changed in place here."""
+        starts, positions = self._append_starts
         if len(starts) >= 2 * APPEND_STARTS_KEPT:
             del starts[:APPEND_STARTS_KEPT]
             del positions[:APPEND_STARTS_KEPT]
@@ -428,9 +430,9 @@ class Segment:
 
     def _forget_starts_from(self, position: int) -> None:
         """Drop the remembered append starts at ``position`` or beyond (the file is cut there)."""
-        keep = bisect_left(self._start_positions, position)
-        del self._start_offsets[keep:]
-        del self._start_positions[keep:]
+        starts, positions = self._append_starts
+        keep = bisect_left(positions, position)
+        self._append_starts = (starts[:keep], positions[:keep])
 
     def headers_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
         """The headers of the entries holding ``offset`` and later ones."""
