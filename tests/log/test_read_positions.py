@@ -110,18 +110,19 @@ def test_a_read_taken_before_retention_deletes_its_segment_still_reads_it(
     open_log: OpenLog, clock: FakeClock
 ) -> None:
     log = open_log(retention_ms=1000)
-    starts = [log.append(data).first_offset for data in mixed_sets(60)]
-    base = log.segment_base_offsets[0]
-    following = log.segment_base_offsets[1]
-    inside = [o for o in starts if base <= o < following]
-    held = log.read(inside[-1], 1 << 20)
+    sets = mixed_sets(60)
+    starts = [log.append(data).first_offset for data in sets[:5]]
+    assert log.segment_base_offsets == (0,)  # still the active segment: a remembered start
+    assert_reads_start_right(log, starts)
+    held = log.read(starts[-1], 1 << 20)
     before = held.bytes()
+    starts += [log.append(data).first_offset for data in sets[5:]]
     clock.advance(3600)
     assert log.enforce_retention() >= 1
-    assert log.log_start_offset > inside[-1]
+    assert log.log_start_offset > starts[4]
     assert held.bytes() == before  # the descriptor outlives the unlinked file
     with pytest.raises(LogOffsetOutOfRangeError):
-        log.read(inside[-1], 1 << 20)
+        log.read(starts[4], 1 << 20)
     assert_reads_start_right(log, [o for o in starts if o >= log.log_start_offset])
 
 
