@@ -205,8 +205,7 @@ def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> lis
 
     def read_log(send: bool, shift: int) -> None:
         offset = 0
-        end = log.log_end_offset
-        while offset < end:
+        while offset < end_offset:
             result = log.read(offset + shift, SET_BYTES)
             if send:
                 os.sendfile(devnull, result.fileno(), result.position, result.length)
