@@ -13,7 +13,13 @@ run and the ratio between them:
 - ``log.read``: ``PartitionLog.read(...).bytes()`` in 1 MiB chunks over the whole log against
   ``os.read`` of the raw file in 1 MiB chunks; ``log.sendfile``: ``os.sendfile`` of each
   ``ReadResult`` to /dev/null against ``os.sendfile`` of the raw file. A read of the whole log
-  takes milliseconds, so the log and the raw file take turns for ``READ_ROUNDS`` rounds.
+  takes milliseconds, so the log and the raw file take turns for ``READ_ROUNDS`` rounds. Each
+  read starts at a set's first offset, where an append began: what a reader asks for next
+  when its last fetch ended in that set's first entry, or when it had caught up with the log
+  end; the segment remembers those positions. ``log.read_mid_set`` and
+  ``log.sendfile_mid_set`` start each read one offset later, at the second entry, which the
+  offset index and a scan of the entry headers must find; their ``ratio`` is of throughputs
+  (their reads span one entry less in all).
 
 An append must check every message's CRC, so beside ``ratio`` (raw write seconds / append
 seconds) the append lines carry ``ratio_with_crc``: (raw write seconds + the seconds of one
@@ -37,6 +43,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -194,17 +201,20 @@ def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> lis
     total = raw.stat().st_size
     messages = per_set * len(sets)
     devnull = os.open(os.devnull, os.O_WRONLY)
+    end_offset = log.log_end_offset
 
-    def read_log(send: bool) -> None:
+    def read_log(send: bool, shift: int) -> None:
         offset = 0
-        end = log.log_end_offset
-        while offset < end:
-            result = log.read(offset, SET_BYTES)
+        while offset < end_offset:
+            result = log.read(offset + shift, SET_BYTES)
             if send:
                 os.sendfile(devnull, result.fileno(), result.position, result.length)
             else:
                 result.bytes()
             offset += per_set  # the next set starts there (whole sets of SET_BYTES or less)
+
+    def log_bytes(shift: int) -> int:
+        return sum(log.read(o + shift, SET_BYTES).length for o in range(0, end_offset, per_set))
 
     def read_raw(send: bool) -> None:
         fd = os.open(raw, os.O_RDONLY)
@@ -220,22 +230,24 @@ def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> lis
 
     lines = []
     try:
-        for send, name in ((False, "log.read"), (True, "log.sendfile")):
-            log_s, raw_s = _best_in_turn(
-                lambda send=send: read_log(send), lambda send=send: read_raw(send), READ_ROUNDS
-            )
-            lines.append(
-                {
-                    "bench": name,
-                    "value_bytes": value_bytes,
-                    "chunk_bytes": SET_BYTES,
-                    "total_mb": round(total / 1e6, 1),
-                    "mb_per_s": round(total / log_s / 1e6, 1),
-                    "messages_per_s": round(messages / log_s),
-                    "raw_mb_per_s": round(total / raw_s / 1e6, 1),
-                    "ratio": round(raw_s / log_s, 3),
-                }
-            )
+        for shift, suffix in ((0, ""), (1, "_mid_set")):
+            read_bytes = log_bytes(shift)
+            for send, name in ((False, "log.read"), (True, "log.sendfile")):
+                log_s, raw_s = _best_in_turn(
+                    partial(read_log, send, shift), partial(read_raw, send), READ_ROUNDS
+                )
+                lines.append(
+                    {
+                        "bench": name + suffix,
+                        "value_bytes": value_bytes,
+                        "chunk_bytes": SET_BYTES,
+                        "total_mb": round(read_bytes / 1e6, 1),
+                        "mb_per_s": round(read_bytes / log_s / 1e6, 1),
+                        "messages_per_s": round(messages / log_s),
+                        "raw_mb_per_s": round(total / raw_s / 1e6, 1),
+                        "ratio": round((read_bytes / log_s) / (total / raw_s), 3),
+                    }
+                )
     finally:
         os.close(devnull)
         log.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import struct
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import islice
 from operator import le, lt
 from pathlib import Path
@@ -121,16 +121,22 @@ class OffsetIndex(_SparseIndex):
     def extend(self, offsets: list[int], positions: list[int]) -> None:
         self._extend(list(map((-self.base_offset).__add__, offsets)), positions)
 
-    def lookup(self, offset: int) -> int:
-        """Where to start scanning for ``offset``: the position of the last indexed entry whose
-        offset is below it (that entry ends before ``offset`` begins), else 0."""
+    def lookup(self, offset: int) -> tuple[int, bool]:
+        """``(position, True)`` when an entry of ``offset`` is indexed: the first entry holding
+        ``offset`` or a later one is there, no scan needed (stored offsets increase; a wrapper
+        bears its last message's), and at 0 for the base offset or one below it. Otherwise
+        ``(position, False)``: where to start scanning, the last indexed entry whose offset is
+        below it (it ends before ``offset`` begins), else 0."""
         relative = offset - self.base_offset
         if relative <= 0:
-            return 0
+            return 0, True
         if relative > MAX_RELATIVE_OFFSET:
             relative = MAX_RELATIVE_OFFSET + 1
-        i = bisect_left(self._keys, relative) - 1
-        return self._values[i] if i >= 0 else 0
+        keys = self._keys
+        i = bisect_right(keys, relative) - 1
+        if i < 0:
+            return 0, False
+        return self._values[i], keys[i] == relative
 
     def truncate_to_position(self, position: int) -> None:
         """Drop the entries pointing at ``position`` or beyond (the log was cut there)."""

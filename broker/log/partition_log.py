@@ -23,7 +23,6 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import islice
 from operator import add, lt
 from pathlib import Path
@@ -65,13 +64,13 @@ class AppendResult(NamedTuple):
     log_append_time: int  # the broker's timestamp (ms) with LogAppendTime, else -1
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     """A run of stored bytes: ``length`` bytes of ``file`` from ``position``.
 
     Send it without copying (``os.sendfile(sock, result.fileno(), result.position,
     result.length)``) or take ``bytes()``. It may end in a partial entry. The descriptor stays
     valid while the result is referenced, even if retention or compaction removes the segment.
+    A named tuple: made on every fetch of every partition, it costs half a frozen dataclass.
     """
 
     file: SegmentFile | None
@@ -482,24 +481,39 @@ class PartitionLog:
         ``LogOffsetOutOfRangeError``."""
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        segments = self._live()
-        start, end = self._start(segments), segments.log_end_offset
+        segments = self._segments
+        if segments is None:
+            raise LogClosedError(f"the log in {self._directory} is closed")
+        # The common case inlined: the active segment (a reader keeping up with the appends).
+        active = segments.segments[-1]
+        end = active.next_offset
+        start = self._log_start
+        if start < segments.bases[0]:
+            start = segments.bases[0]
         if not start <= offset <= end:
             raise LogOffsetOutOfRangeError(offset, start, end)
-        limit = end if max_offset is None else min(end, max_offset)
+        limit = end if max_offset is None or max_offset > end else max_offset
         if offset >= limit or not max_bytes:
             return ReadResult(None, 0, 0, offset)
-        for segment in segments.segments[segments.floor(offset) :]:
+        if offset >= active.base_offset:
+            segment = active
             position = segment.find_position(offset)
-            if position < segment.size:
-                break
+            if position >= segment.size:
+                return ReadResult(None, 0, 0, offset)
         else:
-            return ReadResult(None, 0, 0, offset)  # compacted away up to the end
+            for segment in segments.segments[segments.floor(offset) :]:
+                position = segment.find_position(offset)
+                if position < segment.size:
+                    break
+            else:
+                return ReadResult(None, 0, 0, offset)  # compacted away up to the end
         stop = segment.size
         if limit < segment.next_offset:
             stop = segment.find_position(limit)
-        length = min(max_bytes, stop - position)
-        if length <= 0:
+        length = stop - position
+        if length > max_bytes:
+            length = max_bytes
+        elif length <= 0:
             return ReadResult(None, 0, 0, offset)
         return ReadResult(segment.file, position, length, offset)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, compress, islice, repeat
@@ -30,6 +31,9 @@ _HEADER = struct.Struct(">qiIBBq")
 _OFFSET_SIZE = struct.Struct(">qi")
 _HEADER_BLOCK = 8192
 _SCAN_CHUNK = 1 << 20
+# The append starts the active segment remembers for find_position (``_remember_start``):
+# between this many and twice as many, 16 bytes each.
+APPEND_STARTS_KEPT = 128
 
 
 class SegmentFile:
@@ -95,6 +99,11 @@ class Segment:
         self.bytes_since_index = 0
         self.first_append_time: float | None = None  # wall clock, for rolling by segment_ms
         self.sealed = False
+        # Where recent appends began: the log end offsets before them and the positions they
+        # wrote at, the offsets a reader that has caught up asks for next (find_position). One
+        # attribute, replaced whole by a truncation (which may run in a worker thread while
+        # the event loop reads), so that a reader sees both columns of one version.
+        self._append_starts = (array("q"), array("q"))
 
     def path(self, suffix: str) -> Path:
         return layout.segment_path(self.directory, self.base_offset, suffix, self.suffix)
@@ -177,6 +186,7 @@ class Segment:
         bad one and rebuild both indexes. Returns the bytes cut off and why."""
         self.index.reset()
         self.time_index.reset()
+        self._forget_starts_from(0)
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.bytes_since_index = 0
@@ -224,6 +234,7 @@ class Segment:
         except OSError:
             os.ftruncate(fd, position)  # leave no partial entry behind (disk full, ...)
             raise
+        self._remember_start(self.next_offset, position)
         self._account(entries, position)
         self.index.write_pending()
         self.time_index.write_pending()
@@ -272,6 +283,7 @@ class Segment:
         # reads on from (an index pointing past the file's end would be rebuilt).
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self._forget_starts_from(position)
         os.ftruncate(self.file.fileno(), position)
         self.size = position
         # The running state from the last index entry on, as opening does: every entry up to
@@ -293,6 +305,7 @@ class Segment:
             self.time_index.extend([self.max_timestamp], [self.next_offset - 1])
             self.time_index.write_pending()
         self.sealed = True
+        self._forget_starts_from(0)  # only the active segment is read at its latest appends
 
     def fsync(self) -> None:
         os.fsync(self.file.fileno())
@@ -370,9 +383,15 @@ class Segment:
         end = self.size
         if offset >= self.next_offset:
             return end
+        starts, positions = self._append_starts
+        i = bisect_left(starts, offset)
+        if i < len(starts) and starts[i] == offset:
+            return positions[i]
         # The read path: _headers' loop, inlined and reading only offset and size.
         # A short read (a file cut meanwhile) ends the inner loop early, as a block end does.
-        position = self.index.lookup(offset)
+        position, exact = self.index.lookup(offset)
+        if exact:
+            return position
         fd = self.file.fileno()
         unpack = _OFFSET_SIZE.unpack_from
         min_size = MIN_SIZE[0]
@@ -395,6 +414,25 @@ class Segment:
                 )
             position += p
         return end
+
+    def _remember_start(self, offset: int, position: int) -> None:
+        """Record that the first entry holding ``offset`` or a later one is at ``position``:
+        true of the log end offset before an append and the position it writes at, since every
+        entry before has a lower offset and every appended one a higher or equal one. Kept
+        until a truncation cuts below ``position``; only the latest ones. Appends and reads
+        run in one thread (the event loop), so the columns are changed in place here."""
+        starts, positions = self._append_starts
+        if len(starts) >= 2 * APPEND_STARTS_KEPT:
+            del starts[:APPEND_STARTS_KEPT]
+            del positions[:APPEND_STARTS_KEPT]
+        starts.append(offset)
+        positions.append(position)
+
+    def _forget_starts_from(self, position: int) -> None:
+        """Drop the remembered append starts at ``position`` or beyond (the file is cut there)."""
+        starts, positions = self._append_starts
+        keep = bisect_left(positions, position)
+        self._append_starts = (starts[:keep], positions[:keep])
 
     def headers_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
         """The headers of the entries holding ``offset`` and later ones."""
