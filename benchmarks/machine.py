@@ -7,6 +7,7 @@ import platform
 from pathlib import Path
 
 from benchmarks.servers import program_version
+from protocol import speedups
 
 
 def cpu_model() -> str:
@@ -36,6 +37,7 @@ def describe() -> dict[str, str]:
         "cores": str(os.cpu_count()),
         "memory": "unknown" if memory is None else f"{memory} GiB",
         "Python": f"{platform.python_version()} ({platform.python_implementation()})",
+        "message-set code": speedups.IMPLEMENTATION,  # protocol.speedups: the C accelerator?
         "OS": platform.platform(),
         "redis-server": program_version("redis-server") or "not installed",
         "nats-server": program_version("nats-server") or "not installed",
