@@ -147,6 +147,21 @@ def test_decode_plain_builds_the_python_records(data, verify, shape, kind) -> No
     assert [type(r) for r in got[0]] == [type(r) for r in expected[0]]
 
 
+@pytest.mark.parametrize("damaged_at", [[], [0], [1], [511], [512], [550], [3, 700], [899]])
+def test_decode_plain_stops_at_the_first_damaged_entry_of_a_long_set(damaged_at) -> None:
+    # Short entries are CRC-checked a block of 512 at a time: a damaged one is still found,
+    # and the records before it are handed out, as the Python code does.
+    batch = [(None, b"v%03d" % (i % 1000) + b"x" * 96, 1_700_000_000_000 + i) for i in range(900)]
+    batch[600] = (b"key", b"a different size", 5)
+    raw = bytearray(_py_encode_records(batch, base_offset=10))
+    for i in damaged_at:
+        raw[len(_py_encode_records(batch[:i])) + 40] ^= 0x10
+    data = bytes(raw)
+    got = native.decode_plain(data, True, Message, ())
+    assert got == _py_decode_plain(data, True, Message, ())
+    assert len(got[0]) == (min(damaged_at) if damaged_at else 900)
+
+
 def test_decode_plain_refuses_what_is_not_a_tuple_type_or_a_buffer() -> None:
     data = encode_message(0, None, b"v", 1)
     assert outcome(native.decode_plain, data, True, list, ()) is TypeError
