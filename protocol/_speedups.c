@@ -133,7 +133,9 @@ static PyObject *encode_records(PyObject *self, PyObject *args, PyObject *kwargs
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *rec = items[i];
-        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 3)
+        /* a tuple, or a subclass that iterates as one (a Record) */
+        if (!PyTuple_Check(rec) || Py_TYPE(rec)->tp_iter != PyTuple_Type.tp_iter ||
+            PyTuple_GET_SIZE(rec) != 3)
             return call_encode_fallback(args, kwargs);
         Py_ssize_t klen = field_length(PyTuple_GET_ITEM(rec, 0));
         Py_ssize_t vlen = field_length(PyTuple_GET_ITEM(rec, 1));
@@ -192,14 +194,6 @@ static PyObject *encode_records(PyObject *self, PyObject *args, PyObject *kwargs
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Reading a buffer */
-
-static int get_buffer(PyObject *obj, Py_buffer *view)
-{
-    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE);
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* scan_v1(data, pos, verify_crc, last, found) -> (pos, last)  (broker.log.entries._scan_v1) */
 
 static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -249,7 +243,7 @@ static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         last_below = overflow < 0;
     }
     Py_buffer view;
-    if (get_buffer(args[0], &view) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *d = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len;
@@ -453,18 +447,12 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     int verify_crc = PyObject_IsTrue(args[1]);
     if (verify_crc < 0)
         return NULL;
-    PyObject *cls_obj = args[2], *prefix = args[3];
-    if (!PyType_Check(cls_obj) || !PyType_IsSubtype((PyTypeObject *)cls_obj, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "decode_plain: cls must be a tuple type");
-        return NULL;
-    }
-    if (!PyTuple_Check(prefix)) {
-        PyErr_SetString(PyExc_TypeError, "decode_plain: prefix must be a tuple");
-        return NULL;
-    }
+    PyObject *cls_obj = args[2];
     PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    /* cls and prefix are looked at when the first record is built, as the Python code does */
+    PyObject *prefix = NULL;
     Py_buffer view;
-    if (get_buffer(args[0], &view) < 0)
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *d = (const unsigned char *)view.buf;
     Py_ssize_t n = view.len;
@@ -535,6 +523,19 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
                 goto error;
             }
         }
+        if (prefix == NULL) {
+            if (!PyType_Check(cls_obj) || !PyType_IsSubtype(cls, &PyTuple_Type)) {
+                PyErr_SetString(PyExc_TypeError, "decode_plain: cls must be a tuple type");
+                prefix = NULL;
+            } else {
+                prefix = PySequence_Tuple(args[3]);
+            }
+            if (prefix == NULL) {
+                Py_DECREF(key);
+                Py_DECREF(value);
+                goto error;
+            }
+        }
         PyObject *rec = new_record(cls, prefix, offset, timestamp,
                                    (attributes & TIMESTAMP_TYPE_BIT) >> 3, key, value);
         if (rec == NULL)
@@ -547,6 +548,7 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     PyMem_Free(block.data);
     PyMem_Free(block.zero);
+    Py_XDECREF(prefix);
     PyBuffer_Release(&view);
     PyObject *pos_out = PyLong_FromSsize_t(pos);
     if (pos_out == NULL) {
@@ -565,6 +567,7 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
 error:
     PyMem_Free(block.data);
     PyMem_Free(block.zero);
+    Py_XDECREF(prefix);
     PyBuffer_Release(&view);
     Py_DECREF(out);
     return NULL;

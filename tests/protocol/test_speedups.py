@@ -86,6 +86,13 @@ def test_encode_records_gives_the_python_bytes(batch, base, attributes) -> None:
                    attributes=attributes) == expected
 
 
+class Swapped(tuple):
+    """A record that iterates as (value, key, timestamp)."""
+
+    def __iter__(self):
+        return iter((self[1], self[0], self[2]))
+
+
 @pytest.mark.parametrize(
     ("batch", "kwargs"),
     [
@@ -101,6 +108,7 @@ def test_encode_records_gives_the_python_bytes(batch, base, attributes) -> None:
         ([(None, b"v", 1)], {"base_offset": 2**63}),  # offset out of range
         ([(None, b"v", 1), (None, b"v", 1)], {"base_offset": 2**63 - 1}),  # the second is
         ([(None, b"v", 1)], {"attributes": 128}),
+        ([Swapped((b"key", b"value", 1))], {}),  # a tuple that iterates otherwise
         ([(None, b"v", 1)], {"base_offset": True}),
         ([], {}),
     ],
@@ -162,11 +170,16 @@ def test_decode_plain_stops_at_the_first_damaged_entry_of_a_long_set(damaged_at)
     assert len(got[0]) == (min(damaged_at) if damaged_at else 900)
 
 
-def test_decode_plain_refuses_what_is_not_a_tuple_type_or_a_buffer() -> None:
+def test_decode_plain_takes_cls_prefix_and_data_as_python_does() -> None:
     data = encode_message(0, None, b"v", 1)
-    assert outcome(native.decode_plain, data, True, list, ()) is TypeError
-    assert outcome(native.decode_plain, data, True, Message, ["x"]) is TypeError
-    assert outcome(native.decode_plain, "text", True, Message, ()) is TypeError
+    for args in [
+        (data, True, list, ()),  # not a tuple type, when there is a record to build
+        (b"", True, list, ()),  # ... and when there is none
+        (data, True, Message, 5),  # a prefix that is not iterable
+        (data, True, tuple, ["x", "y"]),  # a list as the prefix
+        ("text", True, Message, ()),  # not a buffer
+    ]:
+        assert outcome(native.decode_plain, *args) == outcome(_py_decode_plain, *args)
     assert outcome(native.decode_plain, data, True, Message) is TypeError
 
 
@@ -233,6 +246,7 @@ def test_many_calls_leave_no_memory_or_references_behind() -> None:
         native.decode_plain(plain, True, Keyed, (prefix_item, 1))
         native.decode_plain(bytes(bad), True, Message, ())
         outcome(native.decode_plain, plain, True, list, ())
+        outcome(native.decode_plain, plain, True, Keyed, 5)
         outcome(native.decode_plain, "text", True, Message, ())
         native.scan_v1(plain, 0, True, 3, _Columns([], [], [], [], [], [], []))
         native.scan_v1(bad, 0, True, None, _Columns([], [], [], [], [], [], []))
