@@ -146,10 +146,10 @@ static PyObject *encode_records(PyObject *self, PyObject *args, PyObject *kwargs
         (void)PyLong_AsLongLongAndOverflow(ts, &overflow);
         if (overflow)
             return call_encode_fallback(args, kwargs);
-        Py_ssize_t body = (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0);
-        if (body > INT32_MAX - MIN_SIZE_V1) /* the size field would not fit */
-            return call_encode_fallback(args, kwargs);
-        body += HEADER_V1;
+        Py_ssize_t k = klen > 0 ? klen : 0, v = vlen > 0 ? vlen : 0;
+        if (k > INT32_MAX - MIN_SIZE_V1 || v > INT32_MAX - MIN_SIZE_V1 - k)
+            return call_encode_fallback(args, kwargs); /* the size field would not fit */
+        Py_ssize_t body = HEADER_V1 + k + v;
         if (total > PY_SSIZE_T_MAX - body)
             return call_encode_fallback(args, kwargs);
         total += body;
@@ -255,9 +255,9 @@ static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         unsigned char magic = e[16], attributes = e[17];
         if (magic != 1 || size < MIN_SIZE_V1)
             break;
-        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
-        if (whole > n - pos)
+        if ((int64_t)size > (int64_t)(n - pos) - LOG_OVERHEAD)
             break;
+        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
         Py_ssize_t end = pos + whole;
         if ((attributes & CODEC_MASK) > MAX_CODEC)
             break;
@@ -473,9 +473,9 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
         unsigned char magic = e[16], attributes = e[17];
         if (magic != 1 || (attributes & CODEC_MASK) || size < MIN_SIZE_V1)
             break;
-        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
-        if (whole > n - pos)
+        if ((int64_t)size > (int64_t)(n - pos) - LOG_OVERHEAD)
             break;
+        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
         Py_ssize_t end = pos + whole;
         if (verify_crc && pos >= checked_to) {
             if (pos >= one_by_one_to) {
