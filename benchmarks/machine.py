@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 from benchmarks.servers import REPO_ROOT, program_version
+from protocol import speedups
 
 
 def cpu_model() -> str:
@@ -83,4 +84,5 @@ def describe() -> dict[str, str]:
         "nats-server": program_version("nats-server") or "not installed",
         "NATS JetStream client": nats_client(),
         "odradek client": f"odradek {odradek_version()} (client/, this checkout)",
+        "odradek message-set code": speedups.IMPLEMENTATION,  # the C accelerator, or Python
     }

@@ -105,9 +105,17 @@ def new_topic(admin: Admin, name: str) -> str:
 
 
 def fill(
-    bootstrap: str, topic: str, n: int, codec: str, acks: int | str, value_bytes: int = VALUE_BYTES
+    bootstrap: str,
+    topic: str,
+    n: int,
+    codec: str,
+    acks: int | str,
+    value_bytes: int = VALUE_BYTES,
+    api: str = "send",
 ) -> float:
-    """Send ``n`` values to ``topic``; return the seconds it took, flush included."""
+    """Send ``n`` values to ``topic`` with ``Producer.send`` one at a time, or with
+    ``Producer.send_many`` (``api``) a thousand at a time; return the seconds it took, flush
+    included."""
     samples = values(value_bytes=value_bytes)
     with Producer(
         bootstrap,
@@ -121,8 +129,14 @@ def fill(
         send = producer.send
         count = len(samples)
         start = time.perf_counter()
-        for i in range(n - 1):
-            send(topic, samples[i % count])
+        if api == "send_many":
+            send_many = producer.send_many
+            for _ in range((n - 1) // count):
+                send_many(topic, samples)
+            send_many(topic, samples[: (n - 1) % count])
+        else:
+            for i in range(n - 1):
+                send(topic, samples[i % count])
         producer.flush()
         return time.perf_counter() - start
 
@@ -156,6 +170,25 @@ def producer_cases(bootstrap: str, n: int, profiler: cProfile.Profile | None) ->
                         "msgs_per_s": round(count / seconds),
                         "mb_per_s": round(count * value_bytes / seconds / 1e6, 1),
                     })
+    send_many_cases(bootstrap, n)
+
+
+def send_many_cases(bootstrap: str, n: int) -> None:
+    """The batch API's figures beside ``send()``'s (100 B values, acks=1)."""
+    with Admin(bootstrap) as admin:
+        for codec in ("none", "lz4"):
+            topic = new_topic(admin, f"produce-many-{codec}")
+            seconds = fill(bootstrap, topic, n, codec, 1, api="send_many")
+            emit({
+                "bench": "producer",
+                "api": "send_many",
+                "codec": codec,
+                "acks": 1,
+                "messages": n,
+                "value_bytes": VALUE_BYTES,
+                "msgs_per_s": round(n / seconds),
+                "mb_per_s": round(n * VALUE_BYTES / seconds / 1e6, 1),
+            })
 
 
 def consumer_case(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> None:

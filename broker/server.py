@@ -48,6 +48,7 @@ from broker.security.store import FileSecurityStore, SecurityStore, SecurityStor
 from broker.security.zk_store import ZkSecurityStore
 from broker.settings import BrokerSettings
 from broker.topics import Topics, TopicsFileError
+from protocol import speedups
 
 log = structlog.get_logger(__name__)
 
@@ -358,6 +359,7 @@ async def _run_bound(
                                        for name, port in ctx.listener_ports.items()),
                     data_dir=str(settings.data_path),
                     topics=len(topics.all()),
+                    message_set_code=speedups.IMPLEMENTATION,
                 )
                 on_listening(ctx)
                 nursery.start_soon(maintain_logs, ctx)

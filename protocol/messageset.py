@@ -39,6 +39,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, NamedTuple, TypeVar
 
+from protocol import speedups
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, Codec, compress, decompress
 from protocol.errors import CorruptMessageError, MessageFormatError
 
@@ -152,7 +153,7 @@ def encode_message(
     return _PREFIX.pack(offset, len(body) + 4, crc32(body)) + body
 
 
-def encode_records(
+def _py_encode_records(
     records: Iterable[tuple[bytes | None, bytes | None, int]],
     *,
     base_offset: int = 0,
@@ -392,7 +393,7 @@ def inner_entries(
     return inner
 
 
-def _decode_plain(
+def _py_decode_plain(
     data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
 ) -> tuple[list[_T], int]:
     """Decode plain (uncompressed) v1 messages from the start of ``data``, as far as they go.
@@ -673,3 +674,16 @@ def count_messages(entry: Entry, *, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES)
 def set_offset(buf: bytearray | memoryview, position: int, offset: int) -> None:
     """Rewrite one entry's offset in place; the CRC does not cover it."""
     _OFFSET.pack_into(buf, position, offset)
+
+
+# The producer's and the consumer's hot paths: the C accelerator's when it is built (the same
+# bytes and records for every input; protocol.speedups chooses, once), else the Python above.
+if speedups.ACCELERATED:
+    from protocol import _speedups
+
+    _speedups.set_encode_fallback(_py_encode_records)
+    encode_records = _speedups.encode_records
+    _decode_plain = _speedups.decode_plain
+else:
+    encode_records = _py_encode_records
+    _decode_plain = _py_decode_plain

@@ -1,7 +1,8 @@
 # Sourced by scripts/run and scripts/check: make .venv and install odradek with the extras asked
 # for (ODRADEK_EXTRAS, comma-separated; default dev,spark -- scripts/run asks for none, so the
 # first run of the demo installs only what a broker and the CLI need). Idempotent: each set of
-# extras is installed once, and again only when pyproject.toml changed since. pip's output goes
+# extras is installed once, and again only when pyproject.toml, setup.py or the C accelerator
+# (protocol/_speedups.c, compiled by the install) changed since. pip's output goes
 # to .venv/install.log and is shown only if the install fails.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,7 +15,8 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 stamp="$venv/.installed-${extras//,/-}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] ||
+   [ protocol/_speedups.c -nt "$stamp" ]; then
     echo "odradek: installing ${extras:-the broker and CLI} into .venv (log: .venv/install.log)" >&2
     target="."
     [ -n "$extras" ] && target=".[$extras]"

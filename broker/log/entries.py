@@ -24,6 +24,7 @@ from itertools import islice, repeat
 from operator import itemgetter, lt
 from typing import NamedTuple
 
+from protocol import speedups
 from protocol.compression import Codec
 from protocol.messageset import CODEC_MASK, HEADER_V1, LOG_OVERHEAD, MIN_SIZE, crc32
 
@@ -110,7 +111,7 @@ def scan_entries(
     )
 
 
-def _scan_v1(
+def _py_scan_v1(
     data: bytes | bytearray,
     pos: int,
     verify_crc: bool,
@@ -261,6 +262,16 @@ def _gather(data: bytes | bytearray, start: int, stop: int, width: int, stride: 
 def _first_difference(a: bytes, b: bytes | bytearray, width: int) -> int:
     """Index of the first ``width``-byte field in which ``a`` and ``b`` differ."""
     return next(i for i in range(0, len(a), width) if a[i : i + width] != b[i : i + width]) // width
+
+
+# The scan's hot path: the C accelerator's when it is built (the same columns and the same
+# stopping place for every input; protocol.speedups chooses, once), else the Python above.
+if speedups.ACCELERATED:
+    from protocol import _speedups
+
+    _scan_v1 = _speedups.scan_v1
+else:
+    _scan_v1 = _py_scan_v1
 
 
 def _check_one(

@@ -1,0 +1,608 @@
+/* The three message-set hot paths in C: the producer's encode_records, the broker's scan of
+ * v1 entries and the consumer's decode of plain v1 messages.
+ *
+ * Each function does exactly what the Python function it stands in for does (the Python code
+ * stays as the fallback; protocol/speedups.py chooses): the same bytes, the same entries, the
+ * same stopping place for every input. Inputs are read through the buffer protocol, and every
+ * length is checked before anything is read. What this module does not handle (an odd record,
+ * a value out of range) goes to the Python function, which raises what it raises.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define LOG_OVERHEAD 12
+#define HEADER_V1 34     /* LOG_OVERHEAD + the v1 size minimum */
+#define MIN_SIZE_V1 22   /* crc, magic, attributes, timestamp, key and value lengths */
+#define CRC_START 16     /* the CRC covers the entry from its magic byte on */
+#define CODEC_MASK 0x07
+#define MAX_CODEC 3      /* Codec.LZ4 */
+#define TIMESTAMP_TYPE_BIT 0x08
+
+static PyObject *encode_fallback = NULL; /* protocol.messageset's encode_records */
+
+static inline int64_t get_i64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t get_i32(const unsigned char *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     (uint32_t)p[3]);
+}
+
+static inline uint32_t get_u32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+           (uint32_t)p[3];
+}
+
+static inline void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static inline void put_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* zlib's crc32 takes a 32-bit length: longer spans in pieces */
+static uint32_t crc_of(uint32_t crc, const unsigned char *p, Py_ssize_t n)
+{
+    while (n > 0) {
+        uInt step = n > (Py_ssize_t)0x40000000 ? 0x40000000u : (uInt)n;
+        crc = (uint32_t)crc32((uLong)crc, p, step);
+        p += step;
+        n -= step;
+    }
+    return crc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* encode_records(records, *, base_offset=0, attributes=0) -> bytes */
+
+static PyObject *call_encode_fallback(PyObject *args, PyObject *kwargs)
+{
+    if (encode_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "protocol._speedups: no encode_records fallback set");
+        return NULL;
+    }
+    return PyObject_Call(encode_fallback, args, kwargs);
+}
+
+/* The length of a key or value (bytes or None, -1 for None); -2 for anything else. */
+static inline Py_ssize_t field_length(PyObject *o)
+{
+    if (o == Py_None)
+        return -1;
+    if (PyBytes_CheckExact(o))
+        return PyBytes_GET_SIZE(o);
+    return -2;
+}
+
+static PyObject *encode_records(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"records", "base_offset", "attributes", NULL};
+    PyObject *records, *base_obj = NULL, *attr_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OO:encode_records", kwlist, &records,
+                                     &base_obj, &attr_obj))
+        return NULL;
+    long long base_offset = 0;
+    long attributes = 0;
+    if (base_obj != NULL) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(base_obj))
+            return call_encode_fallback(args, kwargs);
+        base_offset = PyLong_AsLongLongAndOverflow(base_obj, &overflow);
+        if (overflow)
+            return call_encode_fallback(args, kwargs);
+        if (base_offset == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (attr_obj != NULL) {
+        int overflow = 0;
+        if (!PyLong_Check(attr_obj))
+            return call_encode_fallback(args, kwargs);
+        attributes = PyLong_AsLongAndOverflow(attr_obj, &overflow);
+        if (overflow || attributes < -128 || attributes > 127)
+            return call_encode_fallback(args, kwargs);
+        if (attributes == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (!PyList_CheckExact(records) && !PyTuple_CheckExact(records))
+        return call_encode_fallback(args, kwargs);
+    /* A list is not changed while it is read: nothing below runs Python code. */
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(records);
+    PyObject **items = PySequence_Fast_ITEMS(records);
+    if (count > 0 && base_offset > INT64_MAX - (count - 1))
+        return call_encode_fallback(args, kwargs);
+    /* First pass: every record is a (bytes|None, bytes|None, int) tuple, every size fits. */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *rec = items[i];
+        /* a tuple, or a subclass that iterates as one (a Record) */
+        if (!PyTuple_Check(rec) || Py_TYPE(rec)->tp_iter != PyTuple_Type.tp_iter ||
+            PyTuple_GET_SIZE(rec) != 3)
+            return call_encode_fallback(args, kwargs);
+        Py_ssize_t klen = field_length(PyTuple_GET_ITEM(rec, 0));
+        Py_ssize_t vlen = field_length(PyTuple_GET_ITEM(rec, 1));
+        PyObject *ts = PyTuple_GET_ITEM(rec, 2);
+        if (klen == -2 || vlen == -2 || !PyLong_Check(ts))
+            return call_encode_fallback(args, kwargs);
+        int overflow = 0;
+        (void)PyLong_AsLongLongAndOverflow(ts, &overflow);
+        if (overflow)
+            return call_encode_fallback(args, kwargs);
+        Py_ssize_t k = klen > 0 ? klen : 0, v = vlen > 0 ? vlen : 0;
+        if (k > INT32_MAX - MIN_SIZE_V1 || v > INT32_MAX - MIN_SIZE_V1 - k)
+            return call_encode_fallback(args, kwargs); /* the size field would not fit */
+        Py_ssize_t body = HEADER_V1 + k + v;
+        if (total > PY_SSIZE_T_MAX - body)
+            return call_encode_fallback(args, kwargs);
+        total += body;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    long long offset = base_offset;
+    for (Py_ssize_t i = 0; i < count; i++, offset++) {
+        PyObject *rec = items[i];
+        PyObject *key = PyTuple_GET_ITEM(rec, 0), *value = PyTuple_GET_ITEM(rec, 1);
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(rec, 2));
+        if (ts == -1 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_ssize_t klen = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
+        Py_ssize_t vlen = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
+        Py_ssize_t k = klen > 0 ? klen : 0, v = vlen > 0 ? vlen : 0;
+        unsigned char *entry = p;
+        put_u64(p, (uint64_t)offset);
+        put_u32(p + 8, (uint32_t)(MIN_SIZE_V1 + k + v));
+        p[16] = 1;
+        p[17] = (unsigned char)(attributes & 0xff);
+        put_u64(p + 18, (uint64_t)ts);
+        put_u32(p + 26, (uint32_t)(int32_t)klen);
+        p += 30;
+        if (k) {
+            memcpy(p, PyBytes_AS_STRING(key), (size_t)k);
+            p += k;
+        }
+        put_u32(p, (uint32_t)(int32_t)vlen);
+        p += 4;
+        if (v) {
+            memcpy(p, PyBytes_AS_STRING(value), (size_t)v);
+            p += v;
+        }
+        put_u32(entry + 12, crc_of(0, entry + CRC_START, p - entry - CRC_START));
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* scan_v1(data, pos, verify_crc, last, found) -> (pos, last)  (broker.log.entries._scan_v1) */
+
+static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "scan_v1 takes 5 arguments");
+        return NULL;
+    }
+    PyObject *found = args[4];
+    if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan_v1: found must be a _Columns of 7 lists");
+        return NULL;
+    }
+    PyObject *cols[7];
+    for (int i = 0; i < 7; i++) {
+        cols[i] = PyTuple_GET_ITEM(found, i);
+        if (!PyList_Check(cols[i])) {
+            PyErr_SetString(PyExc_TypeError, "scan_v1: found must be a _Columns of 7 lists");
+            return NULL;
+        }
+    }
+    Py_ssize_t pos = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "scan_v1: a negative position");
+        return NULL;
+    }
+    int verify_crc = PyObject_IsTrue(args[2]);
+    if (verify_crc < 0)
+        return NULL;
+    /* last: None, or an int compared with int64 offsets (beyond their range: always or never) */
+    PyObject *last_obj = args[3];
+    int has_last = last_obj != Py_None;
+    long long last = 0;
+    int last_above = 0, last_below = 0;
+    if (has_last) {
+        int overflow = 0;
+        if (!PyLong_Check(last_obj)) {
+            PyErr_SetString(PyExc_TypeError, "scan_v1: last must be an int or None");
+            return NULL;
+        }
+        last = PyLong_AsLongLongAndOverflow(last_obj, &overflow);
+        if (last == -1 && PyErr_Occurred())
+            return NULL;
+        last_above = overflow > 0;
+        last_below = overflow < 0;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len;
+    int moved = 0; /* last is an offset read here, not the one passed in */
+    while (pos <= n - HEADER_V1) {
+        const unsigned char *e = d + pos;
+        int64_t offset = get_i64(e);
+        int32_t size = get_i32(e + 8);
+        unsigned char magic = e[16], attributes = e[17];
+        if (magic != 1 || size < MIN_SIZE_V1)
+            break;
+        if ((int64_t)size > (int64_t)(n - pos) - LOG_OVERHEAD)
+            break;
+        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
+        Py_ssize_t end = pos + whole;
+        if ((attributes & CODEC_MASK) > MAX_CODEC)
+            break;
+        if (has_last && (last_above || (!last_below && offset <= last)))
+            break;
+        int64_t timestamp = get_i64(e + 18);
+        int32_t klen = get_i32(e + 26);
+        int32_t vlen = get_i32(e + 30);
+        Py_ssize_t room;
+        if (klen != -1) {
+            if (klen < 0 || (Py_ssize_t)klen > whole - HEADER_V1)
+                break;
+            vlen = get_i32(e + HEADER_V1 - 4 + klen);
+            room = whole - HEADER_V1 - klen;
+        } else {
+            room = whole - HEADER_V1;
+        }
+        if (((Py_ssize_t)vlen != room && (vlen != -1 || room)) ||
+            (verify_crc && crc_of(0, e + CRC_START, whole - CRC_START) != get_u32(e + 12)))
+            break;
+        PyObject *vals[7] = {PyLong_FromSsize_t(pos), PyLong_FromLongLong(offset),
+                             PyLong_FromSsize_t(whole), PyLong_FromLong(1),
+                             PyLong_FromLong(attributes), PyLong_FromLongLong(timestamp),
+                             PyLong_FromLong(klen)};
+        int failed = 0;
+        for (int i = 0; i < 7; i++) {
+            if (vals[i] == NULL || (!failed && PyList_Append(cols[i], vals[i]) < 0))
+                failed = 1;
+            Py_XDECREF(vals[i]);
+        }
+        if (failed) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        if (has_last) {
+            last = offset;
+            last_above = last_below = 0;
+            moved = 1;
+        }
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    PyObject *last_out;
+    if (!has_last) {
+        last_out = Py_NewRef(Py_None);
+    } else if (moved) {
+        last_out = PyLong_FromLongLong(last);
+        if (last_out == NULL)
+            return NULL;
+    } else {
+        last_out = Py_NewRef(last_obj);
+    }
+    PyObject *pos_out = PyLong_FromSsize_t(pos);
+    if (pos_out == NULL) {
+        Py_DECREF(last_out);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(pos_out);
+        Py_DECREF(last_out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, pos_out);
+    PyTuple_SET_ITEM(result, 1, last_out);
+    return result;
+}
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Checking the CRCs of many short entries with two CRC passes instead of a call per entry.
+ *
+ * zlib's crc32 has a setup and a byte-at-a-time tail per call: on a 118-byte body it runs at a
+ * fraction of its speed over long buffers. As protocol.messageset's _crcs_hold does for runs:
+ * CRC-32 is affine over GF(2), and a message followed by its own CRC (little-endian) leaves the
+ * register at a value that does not depend on the message. So with every body followed by its
+ * stored CRC, reversed, the CRC of the whole equals that of the same layout of zero bodies each
+ * followed by its own right CRC -- when every entry matches. One that does not changes the
+ * result by its error times a power of x, never zero: any one bad entry is caught; two or more
+ * cancel only if their errors line up exactly (for random damage one chance in 2**32). On a
+ * mismatch the caller checks the entries one by one. */
+
+#define BLOCK_ENTRIES 512
+#define BLOCK_ENTRY_MAX 4096 /* larger entries: one call each costs no more than the copy */
+
+typedef struct {
+    unsigned char *data, *zero; /* the bodies and stored CRCs; the zero layout */
+    Py_ssize_t capacity;
+    Py_ssize_t zero_len; /* the last body length and the CRC of that many zero bytes */
+    uint32_t zero_crc;
+} crc_block;
+
+/* From pos on, the whole entries (at most BLOCK_ENTRIES, each under BLOCK_ENTRY_MAX bytes) and
+ * whether all their CRCs hold; *stop is where they end. Fewer than two: *stop is pos, 0. -1 on
+ * a memory error. */
+static int block_crcs_hold(crc_block *b, const unsigned char *d, Py_ssize_t n, Py_ssize_t pos,
+                           Py_ssize_t *stop)
+{
+    Py_ssize_t end = pos, count = 0, total = 0;
+    while (count < BLOCK_ENTRIES && end <= n - LOG_OVERHEAD) {
+        int32_t size = get_i32(d + end + 8);
+        if (size < MIN_SIZE_V1 || size > BLOCK_ENTRY_MAX || size + LOG_OVERHEAD > n - end)
+            break;
+        total += size; /* the body (size - 4) and the CRC */
+        end += LOG_OVERHEAD + size;
+        count++;
+    }
+    *stop = pos;
+    if (count < 2)
+        return 0;
+    if (total > b->capacity) {
+        PyMem_Free(b->data);
+        PyMem_Free(b->zero);
+        b->data = PyMem_Malloc((size_t)total);
+        b->zero = PyMem_Malloc((size_t)total);
+        b->capacity = b->data && b->zero ? total : 0;
+        if (!b->capacity) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    memset(b->zero, 0, (size_t)total);
+    unsigned char *t = b->data, *z = b->zero;
+    for (Py_ssize_t at = pos; at < end;) {
+        const unsigned char *e = d + at;
+        Py_ssize_t body = get_i32(e + 8) - 4;
+        memcpy(t, e + CRC_START, (size_t)body);
+        for (int i = 0; i < 4; i++)
+            t[body + i] = e[15 - i];
+        if (body != b->zero_len) {
+            b->zero_len = body;
+            b->zero_crc = crc_of(0, z, body);
+        }
+        z[body] = (unsigned char)b->zero_crc;
+        z[body + 1] = (unsigned char)(b->zero_crc >> 8);
+        z[body + 2] = (unsigned char)(b->zero_crc >> 16);
+        z[body + 3] = (unsigned char)(b->zero_crc >> 24);
+        t += body + 4;
+        z += body + 4;
+        at += LOG_OVERHEAD + body + 4;
+    }
+    *stop = end;
+    return crc_of(0, b->data, total) == crc_of(0, b->zero, total);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* decode_plain(data, verify_crc, cls, prefix) -> (list, pos)  (messageset._decode_plain) */
+
+/* cls(*prefix, offset, timestamp, ts_type, key, value) as tuple.__new__(cls, ...) builds it;
+ * steals the references to key and value. */
+static PyObject *new_record(PyTypeObject *cls, PyObject *prefix, int64_t offset,
+                            int64_t timestamp, int ts_type, PyObject *key, PyObject *value)
+{
+    Py_ssize_t np = PyTuple_GET_SIZE(prefix);
+    PyObject *o_offset = PyLong_FromLongLong(offset);
+    PyObject *o_ts = PyLong_FromLongLong(timestamp);
+    PyObject *o_type = PyLong_FromLong(ts_type);
+    PyObject *rec = NULL;
+    if (o_offset == NULL || o_ts == NULL || o_type == NULL)
+        goto fail;
+    rec = cls == &PyTuple_Type ? PyTuple_New(np + 5) : cls->tp_alloc(cls, np + 5);
+    if (rec == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < np; i++)
+        PyTuple_SET_ITEM(rec, i, Py_NewRef(PyTuple_GET_ITEM(prefix, i)));
+    PyTuple_SET_ITEM(rec, np, o_offset);
+    PyTuple_SET_ITEM(rec, np + 1, o_ts);
+    PyTuple_SET_ITEM(rec, np + 2, o_type);
+    PyTuple_SET_ITEM(rec, np + 3, key);
+    PyTuple_SET_ITEM(rec, np + 4, value);
+    return rec;
+fail:
+    Py_XDECREF(o_offset);
+    Py_XDECREF(o_ts);
+    Py_XDECREF(o_type);
+    Py_DECREF(key);
+    Py_DECREF(value);
+    return NULL;
+}
+
+static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "decode_plain takes 4 arguments");
+        return NULL;
+    }
+    int verify_crc = PyObject_IsTrue(args[1]);
+    if (verify_crc < 0)
+        return NULL;
+    PyObject *cls_obj = args[2];
+    PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    /* cls and prefix are looked at when the first record is built, as the Python code does */
+    PyObject *prefix = NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t pos = 0;
+    /* entries starting before checked_to have matched their CRCs (a block); those before
+     * one_by_one_to are checked each on its own (their block did not hold) */
+    Py_ssize_t checked_to = 0, one_by_one_to = 0;
+    crc_block block = {NULL, NULL, 0, -1, 0};
+    while (pos <= n - HEADER_V1) {
+        const unsigned char *e = d + pos;
+        int64_t offset = get_i64(e);
+        int32_t size = get_i32(e + 8);
+        unsigned char magic = e[16], attributes = e[17];
+        if (magic != 1 || (attributes & CODEC_MASK) || size < MIN_SIZE_V1)
+            break;
+        if ((int64_t)size > (int64_t)(n - pos) - LOG_OVERHEAD)
+            break;
+        Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
+        Py_ssize_t end = pos + whole;
+        if (verify_crc && pos >= checked_to) {
+            if (pos >= one_by_one_to) {
+                Py_ssize_t stop;
+                int hold = block_crcs_hold(&block, d, n, pos, &stop);
+                if (hold < 0)
+                    goto error;
+                if (hold)
+                    checked_to = stop;
+                else
+                    one_by_one_to = stop;
+            }
+            if (pos >= checked_to &&
+                crc_of(0, e + CRC_START, whole - CRC_START) != get_u32(e + 12))
+                break;
+        }
+        int64_t timestamp = get_i64(e + 18);
+        int32_t klen = get_i32(e + 26);
+        int32_t vlen = get_i32(e + 30);
+        Py_ssize_t p; /* where the value starts, relative to the entry */
+        if (klen != -1 && (klen < 0 || (Py_ssize_t)klen > whole - HEADER_V1))
+            break;
+        if (klen != -1) {
+            vlen = get_i32(e + 30 + klen);
+            p = HEADER_V1 + klen;
+        } else {
+            p = HEADER_V1;
+        }
+        if (!((vlen == -1 && p == whole) || (vlen >= 0 && p + vlen == whole)))
+            break;
+        PyObject *key, *value;
+        if (klen == -1) {
+            key = Py_NewRef(Py_None);
+        } else {
+            key = PyBytes_FromStringAndSize((const char *)e + 30, klen);
+            if (key == NULL)
+                goto error;
+        }
+        if (vlen == -1) {
+            value = Py_NewRef(Py_None);
+        } else {
+            value = PyBytes_FromStringAndSize((const char *)e + p, vlen);
+            if (value == NULL) {
+                Py_DECREF(key);
+                goto error;
+            }
+        }
+        if (prefix == NULL) {
+            if (!PyType_Check(cls_obj) || !PyType_IsSubtype(cls, &PyTuple_Type)) {
+                PyErr_SetString(PyExc_TypeError, "decode_plain: cls must be a tuple type");
+                prefix = NULL;
+            } else {
+                prefix = PySequence_Tuple(args[3]);
+            }
+            if (prefix == NULL) {
+                Py_DECREF(key);
+                Py_DECREF(value);
+                goto error;
+            }
+        }
+        PyObject *rec = new_record(cls, prefix, offset, timestamp,
+                                   (attributes & TIMESTAMP_TYPE_BIT) >> 3, key, value);
+        if (rec == NULL)
+            goto error;
+        int appended = PyList_Append(out, rec);
+        Py_DECREF(rec);
+        if (appended < 0)
+            goto error;
+        pos = end;
+    }
+    PyMem_Free(block.data);
+    PyMem_Free(block.zero);
+    Py_XDECREF(prefix);
+    PyBuffer_Release(&view);
+    PyObject *pos_out = PyLong_FromSsize_t(pos);
+    if (pos_out == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    PyObject *result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(out);
+        Py_DECREF(pos_out);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, out);
+    PyTuple_SET_ITEM(result, 1, pos_out);
+    return result;
+error:
+    PyMem_Free(block.data);
+    PyMem_Free(block.zero);
+    Py_XDECREF(prefix);
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static PyObject *set_encode_fallback(PyObject *self, PyObject *fn)
+{
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_encode_fallback needs a callable");
+        return NULL;
+    }
+    Py_XSETREF(encode_fallback, Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_VARARGS | METH_KEYWORDS,
+     "protocol.messageset.encode_records in C."},
+    {"scan_v1", (PyCFunction)(void (*)(void))scan_v1, METH_FASTCALL,
+     "broker.log.entries._scan_v1 in C."},
+    {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
+     "protocol.messageset._decode_plain in C."},
+    {"set_encode_fallback", set_encode_fallback, METH_O,
+     "The Python encode_records, for the records this module does not take."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "protocol._speedups",
+    "The message-set hot paths in C (protocol.speedups chooses them).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    return PyModule_Create(&module);
+}

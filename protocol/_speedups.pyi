@@ -1,0 +1,18 @@
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
+
+def encode_records(
+    records: Iterable[tuple[bytes | None, bytes | None, int]],
+    *,
+    base_offset: int = 0,
+    attributes: int = 0,
+) -> bytes: ...
+def scan_v1(
+    data: bytes | bytearray, pos: int, verify_crc: bool, last: int | None, found: Any
+) -> tuple[int, int | None]: ...
+def decode_plain(
+    data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
+) -> tuple[list[_T], int]: ...
+def set_encode_fallback(fn: Callable[..., bytes]) -> None: ...
