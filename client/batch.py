@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
+from typing import overload
 
 from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
@@ -184,3 +187,55 @@ class RecordFuture:
             fn(self)
         else:
             batch.add_callback(self._index, fn)
+
+
+class RecordFutures(Sequence[RecordFuture]):
+    """The futures of ``send_many``'s messages, in order, each built when it is asked for: the
+    messages lie in a few runs of consecutive places in a few batches, so a thousand futures
+    are a few (batch, first index, count) spans, not a thousand objects made up front."""
+
+    __slots__ = ("_batches", "_ends", "_firsts")
+
+    def __init__(self) -> None:
+        self._batches: list[ProducerBatch] = []
+        self._firsts: list[int] = []  # the index in its batch of each span's first message
+        self._ends: list[int] = []  # how many messages the spans up to this one hold
+
+    def add(self, batch: ProducerBatch, first: int, count: int) -> None:
+        """The next ``count`` messages are ``batch``'s from index ``first`` on."""
+        end = self._ends[-1] if self._ends else 0
+        if self._batches and self._batches[-1] is batch:
+            start = self._ends[-2] if len(self._ends) > 1 else 0
+            if self._firsts[-1] + end - start == first:  # right after the last span
+                self._ends[-1] = end + count
+                return
+        self._batches.append(batch)
+        self._firsts.append(first)
+        self._ends.append(end + count)
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, i: int) -> RecordFuture: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[RecordFuture]: ...
+
+    def __getitem__(self, i: int | slice) -> RecordFuture | list[RecordFuture]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"future {i} of {n}")
+        span = bisect_right(self._ends, i)
+        start = self._ends[span - 1] if span else 0
+        return RecordFuture(self._batches[span], self._firsts[span] + i - start)
+
+    def __iter__(self) -> Iterator[RecordFuture]:
+        start = 0
+        for batch, first, end in zip(self._batches, self._firsts, self._ends, strict=True):
+            yield from map(RecordFuture, repeat(batch), range(first, first + end - start))
+            start = end

@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any, TypeGuard, Unpack
 
 from client.accumulator import RecordAccumulator
-from client.batch import ProducerBatch, RecordFuture
+from client.batch import ProducerBatch, RecordFuture, RecordFutures
 from client.errors import ClientTimeoutError, ConfigError, IllegalStateError, partition_error
 from client.future import Future
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
@@ -233,11 +233,12 @@ class Producer:
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None = None,
         timestamp: int | None = None,
-    ) -> list[RecordFuture]:
+    ) -> Sequence[RecordFuture]:
         """``send(topic, value, key)`` for each value (and key) in order, all with one
         timestamp (now unless given); the futures in the same order. Null-keyed values go to
         the sticky partition's open batch a run at a time, not one by one: the same messages
-        in the same order as calling ``send`` for each, with less work per message."""
+        in the same order as calling ``send`` for each, with less work per message (their
+        futures are made when they are asked for)."""
         if keys is not None and len(keys) != len(values):
             raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values")
         if timestamp is None:
@@ -255,21 +256,21 @@ class Producer:
 
     def _send_null_keyed(
         self, topic: str, values: Sequence[bytes], timestamp: int
-    ) -> list[RecordFuture]:
+    ) -> RecordFutures:
         """``send_many`` for values that are all bytes, with the sticky partitioner."""
         send = self.send
-        # Message i ends ends[i] bytes into the values, as the accumulator counts them.
-        ends = list(accumulate(map(HEADER_V1.__add__, map(len, values))))
         accumulator = self._accumulator
-        futures: list[RecordFuture] = []
+        futures = RecordFutures()
+        left = HEADER_V1 * len(values) + sum(map(len, values))  # as the accumulator counts
+        ends: list[int] | None = None  # message i ends ends[i] bytes in; made only if needed
         done = 0
         while done < len(values):
             # The first message of a run goes through send(): it picks (or starts) the batch,
             # waits for buffer room and does the I/O that is due, as it would alone.
             future = send(topic, values[done], None, None, timestamp)
-            futures.append(future)
             batch = future._batch
-            start = ends[done]
+            futures.add(batch, future._index, 1)
+            left -= HEADER_V1 + len(values[done])
             done += 1
             if not batch.open:  # send() sent it already (linger_ms=0): the next one starts anew
                 continue
@@ -277,14 +278,21 @@ class Producer:
                 accumulator.batch_bytes - batch.size,
                 self._buffer_bytes - accumulator.buffered_bytes,
             )
-            stop = bisect_right(ends, start + room, lo=done)
+            if left <= room:  # the rest fits: no need to know where each message ends
+                stop, size = len(values), left
+            else:
+                if ends is None:
+                    ends = list(accumulate(map(HEADER_V1.__add__, map(len, values))))
+                start = ends[done - 1]
+                stop = bisect_right(ends, start + room, lo=done)
+                size = ends[stop - 1] - start if stop > done else 0
             if stop > done:
                 index = len(batch.records)
                 accumulator.extend(
-                    batch, zip(repeat(None), values[done:stop], repeat(timestamp)),
-                    ends[stop - 1] - start,
+                    batch, zip(repeat(None), values[done:stop], repeat(timestamp)), size
                 )
-                futures.extend(map(RecordFuture, repeat(batch), range(index, len(batch.records))))
+                futures.add(batch, index, stop - done)
+                left -= size
                 done = stop
         return futures
 

@@ -133,3 +133,23 @@ def test_a_batch_due_at_once_still_goes_out_at_once(fake: FakeBroker) -> None:
         assert runs == [0]
         producer.send("t", b"x" * 100)  # the first batch is full
         assert runs == [1]
+
+
+def test_send_many_futures_index_slice_and_iterate_alike(fake: FakeBroker) -> None:
+    """The futures are made when asked for: by index (negative too), by slice and by iterating
+    they name the same places, and an index past the end raises as a list's does."""
+    values = [b"v%04d" % i for i in range(500)]
+    with Producer(fake.bootstrap, batch_bytes=1024, linger_ms=5) as producer:
+        futures = producer.send_many("three", values)
+        producer.flush(10)
+    assert len(futures) == 500
+    places = [(f.result().partition, f.result().offset) for f in futures]
+    assert len(set(places)) == 500
+    assert [(f.value.partition, f.value.offset) for f in futures[:]] == places
+    assert [(futures[i].value.partition, futures[i].value.offset) for i in range(500)] == places
+    assert (futures[-1].value.partition, futures[-1].value.offset) == places[-1]
+    assert [(f.value.partition, f.value.offset) for f in futures[10:20:3]] == places[10:20:3]
+    with pytest.raises(IndexError):
+        futures[500]
+    with pytest.raises(IndexError):
+        futures[-501]
