@@ -14,14 +14,13 @@ Prints JSON lines (``--quick``: a tenth of the groups and partitions, under a mi
   timeout. Reported: the seconds to join every member; the broker's RSS growth per member
   (``coordinator_bytes_per_member``, the connections already open before the first join); the
   heartbeats/s the broker answers with 64 in flight on every connection; the heartbeat round
-  trip p50/p99 with every member
-  heartbeating once per 3 s (Kafka's ``heartbeat.interval.ms``: 33,000 heartbeats/s for
-  100,000 members; ``client_busy`` says how much of a core the simulating client needed for
-  it, as it shares the machine with the broker); and the p99 again on the other groups'
-  connections while ``rebalancing`` groups rebalance at once (one member of each leaves; the
-  others are told by their next heartbeat and rejoin, all in the same moment): p50, p99 and
-  max over every heartbeat answered on those connections from the first LeaveGroup until the
-  last member has rejoined.
+  trip p50/p99 with every member heartbeating once per 3 s (Kafka's ``heartbeat.interval.ms``:
+  33,000 heartbeats/s for 100,000 members; ``client_busy`` says how much of a core the
+  simulating client needed for it, as it shares the machine with the broker); and the
+  round trip again on the other groups' connections while ``rebalancing`` groups rebalance at
+  once (one member of each leaves; the others are told by their next heartbeat and rejoin, all
+  in the same moment): p50, p99 and max over every heartbeat answered on those connections
+  from the first LeaveGroup until the last member has rejoined.
 
   A heartbeat's round trip runs from the moment the simulator queues its request (written to
   the socket in the same pass of its loop) to the moment it has read the answer off the
