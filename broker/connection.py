@@ -101,6 +101,7 @@ class Connection:
         self._read_ahead = min(SMALL_REQUEST_BYTES, self._pool.capacity)
         self._held = 0  # bytes reserved in the pool: covers what the decoder buffers
         self._waiting_scope: trio.CancelScope | None = None  # set while waiting for a request
+        self._stopped = False  # stop_waiting was called
         self.id = next(_ids)
         try:
             self.peer = "{}:{}".format(*stream.socket.getpeername()[:2])
@@ -109,8 +110,9 @@ class Connection:
         self._log = log.bind(conn=self.id, peer=self.peer)
 
     def stop_waiting(self) -> None:
-        """Shutdown (``ctx.stopping`` is set): stop waiting for a request. A request in hand is
-        finished and answered first."""
+        """Shutdown (``ctx.stopping`` is set) or the writer failed: stop waiting for requests.
+        A request in hand is finished and answered first."""
+        self._stopped = True
         if self._waiting_scope is not None:
             self._waiting_scope.cancel()
 
@@ -173,7 +175,7 @@ class Connection:
             except FrameTooLargeError as exc:
                 raise _Close(str(exc)) from None
             if payload is None:
-                data = await self._receive()
+                data = None if self._stopped else await self._receive()
                 if data is None:
                     if writer.failure is not None:
                         raise writer.failure
@@ -188,6 +190,12 @@ class Connection:
                     raise _Close(str(exc)) from None
                 turn_started = time.perf_counter()  # receiving let the other tasks run
                 continue
+            if time.perf_counter() - turn_started >= REQUEST_TURN_S:
+                # a request read together with the ones just handled, after a whole turn: the
+                # other connections' turn first. (Checked here, not after each request: a
+                # request with nothing read behind it goes straight back to waiting.)
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                turn_started = time.perf_counter()
             self._frame_deadline = None  # the next frame's clock starts when it is read
             pieces = await self._respond(payload)
             if pieces:
@@ -199,58 +207,77 @@ class Connection:
             self._release(self._held - self._decoder.buffered)  # the handled request's bytes
             if self._ctx.stopping:
                 return "stopping"
-            if time.perf_counter() - turn_started >= REQUEST_TURN_S:
-                await trio.lowlevel.cancel_shielded_checkpoint()  # other connections' turn
-                turn_started = time.perf_counter()
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;
-        None when stopping."""
+        None when stopping (or the writer failed).
+
+        Bytes already there are taken without a cancel scope (a pipelining client's next
+        requests). Waiting is done in one scope whose deadline is the idle limit while no
+        request has started, then the request's read deadline; ``stop_waiting`` cancels it."""
+        if self._ctx.stopping:
+            return None
+        between_requests = self._frame_deadline is None and not self._decoder.buffered
+        if between_requests:
+            data = self._read_ahead_now()
+            if data is not None:
+                await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between
+                return data
         with trio.CancelScope() as scope:
             self._waiting_scope = scope
             try:
-                if self._ctx.stopping:
-                    return None
-                if self._frame_deadline is None and not self._decoder.buffered:
+                if between_requests:
+                    scope.deadline = trio.current_time() + self._idle
                     data = await self._receive_request_start()
                     if data is not None:
                         return data
+                    between_requests = False
                 if self._frame_deadline is None:
                     self._frame_deadline = trio.current_time() + self._read_timeout
-                with trio.move_on_at(self._frame_deadline):
-                    size = await self._reserve_for_read()
-                    return await self._io.receive_some(size)
-                raise _Close(self._read_timeout_reason())
+                scope.deadline = self._frame_deadline
+                size = await self._reserve_for_read()
+                return await self._io.receive_some(size)
             finally:
                 self._waiting_scope = None
-        return None
+        if self._stopped:
+            return None
+        if between_requests:
+            idle_ms = round(self._idle * 1000)
+            raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
+        raise _Close(self._read_timeout_reason())
 
     async def _receive_request_start(self) -> bytes | None:
-        """The start of the peer's next request (b"" if it closed), read into a read-ahead
-        reserved out of room to spare -- it takes most requests whole. Idle, the connection
-        holds no memory: it waits for its socket to be readable before it reserves. None when
+        """Wait for the peer's next request and read its start (b"" if it closed) into a
+        read-ahead reserved out of room to spare -- it takes most requests whole. Idle, the
+        connection holds no memory: it reserves only once its socket is readable. None when
         there is no room to spare once bytes are waiting: the caller then reserves what it
         must, waiting if need be. Either way the request's read deadline starts here."""
-        waited = False
-        with trio.move_on_after(self._idle):
-            while True:
-                if self._pool.try_reserve_spare(self._read_ahead):
-                    self._held += self._read_ahead
-                    data = self._io.read_now(self._read_ahead)
-                    if data is None:
-                        self._release(self._read_ahead)
-                    else:
-                        self._frame_deadline = trio.current_time() + self._read_timeout
-                        if not waited:  # pipelined requests: let other tasks run in between
-                            await trio.lowlevel.cancel_shielded_checkpoint()
-                        return data
-                elif waited:
-                    self._frame_deadline = trio.current_time() + self._read_timeout
-                    return None
-                await self._io.wait_readable()
-                waited = True
-        idle_ms = round(self._idle * 1000)
-        raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
+        while True:
+            await self._io.wait_readable()
+            if not self._pool.try_reserve_spare(self._read_ahead):
+                self._frame_deadline = trio.current_time() + self._read_timeout
+                return None
+            data = self._read_into_reserved()
+            if data is not None:
+                return data
+
+    def _read_ahead_now(self) -> bytes | None:
+        """The start of the next request if bytes are there and the pool has a read-ahead to
+        spare for them; else None, holding nothing."""
+        if not self._pool.try_reserve_spare(self._read_ahead):
+            return None
+        return self._read_into_reserved()
+
+    def _read_into_reserved(self) -> bytes | None:
+        """Read what is there into the read-ahead just reserved (the request's read deadline
+        starts then); None, and the read-ahead given back, if nothing is."""
+        self._held += self._read_ahead
+        data = self._io.read_now(self._read_ahead)
+        if data is None:
+            self._release(self._read_ahead)
+        else:
+            self._frame_deadline = trio.current_time() + self._read_timeout
+        return data
 
     async def _reserve_for_read(self) -> int:
         """Reserve memory for the next read, waiting for room if need be; how many bytes the

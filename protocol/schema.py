@@ -17,11 +17,13 @@ from protocol.errors import SchemaError
 
 class FieldType:
     """A wire type. ``check`` raises ``_Bad`` with a reason; ``describe`` names it in the docs.
-    ``version`` is the API version being checked: a Struct shows only the fields it has."""
+    ``version`` is the API version being checked: a Struct shows only the fields it has.
+    ``path`` is where the value sits, for the error; None while it is not wanted (the first,
+    fast pass of ``validate``), so no path string is built for a body that is valid."""
 
     name = ""
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -29,7 +31,7 @@ class FieldType:
 
 
 class _Bad(Exception):
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str | None, reason: str) -> None:
         super().__init__(path, reason)
         self.path = path
         self.reason = reason
@@ -43,7 +45,7 @@ class Int(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return f"int{self.bits}"
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if type(value) is not int:
             raise _Bad(path, f"expected {self.name}, got {_kind(value)}")
         limit = 1 << (self.bits - 1)
@@ -55,7 +57,7 @@ class Int(FieldType):
 class Bool(FieldType):
     name = "bool"
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if type(value) is not bool:
             raise _Bad(path, f"expected bool, got {_kind(value)}")
 
@@ -68,7 +70,7 @@ class String(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return "string?" if self.nullable else "string"
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if value is None and self.nullable:
             return
         if type(value) is not str:
@@ -83,7 +85,7 @@ class Bytes(FieldType):
     def name(self) -> str:  # type: ignore[override]
         return "bytes?" if self.nullable else "bytes"
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if value is None and self.nullable:
             return
         if not isinstance(value, bytes | bytearray | memoryview):
@@ -102,13 +104,18 @@ class Array(FieldType):
     def describe(self) -> str:
         return self.name
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if value is None and self.nullable:
             return
         if not isinstance(value, list | tuple):
             raise _Bad(path, f"expected array, got {_kind(value)}")
-        for i, item in enumerate(value):
-            self.of.check(item, f"{path}[{i}]", version)
+        check = self.of.check
+        if path is None:
+            for item in value:
+                check(item, None, version)
+        else:
+            for i, item in enumerate(value):
+                check(item, f"{path}[{i}]", version)
 
 
 @dataclass(frozen=True)
@@ -117,12 +124,13 @@ class Map(FieldType):
 
     name = "{string: string}"
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if not isinstance(value, dict):
             raise _Bad(path, f"expected map, got {_kind(value)}")
         for k, v in value.items():
             if type(k) is not str or type(v) is not str:
-                raise _Bad(f"{path}[{k!r}]", "expected string keys and values")
+                raise _Bad(None if path is None else f"{path}[{k!r}]",
+                           "expected string keys and values")
 
 
 @dataclass(frozen=True)
@@ -139,25 +147,38 @@ class Struct(FieldType):
 
     name: str
     fields: tuple[Field, ...] = field(default=())
+    # fields_for's answers by version, and their names: computed once, not per value checked
+    _by_version: dict[int, tuple[tuple[Field, ...], frozenset[str]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def fields_for(self, version: int) -> tuple[Field, ...]:
-        return tuple(f for f in self.fields if f.since <= version)
+        return self._for_version(version)[0]
 
-    def check(self, value: Any, path: str, version: int) -> None:
+    def _for_version(self, version: int) -> tuple[tuple[Field, ...], frozenset[str]]:
+        found = self._by_version.get(version)
+        if found is None:
+            wanted = tuple(f for f in self.fields if f.since <= version)
+            found = self._by_version[version] = (wanted, frozenset(f.name for f in wanted))
+        return found
+
+    def check(self, value: Any, path: str | None, version: int) -> None:
         if not isinstance(value, dict):
             raise _Bad(path, f"expected map {self.name}, got {_kind(value)}")
-        wanted = self.fields_for(version)
-        names = {f.name for f in wanted}
-        for key in value:
-            if key not in names:
-                raise _Bad(_join(path, str(key)), "unknown field")
+        wanted, names = self._for_version(version)
+        if len(value) != len(names) or not names.issuperset(value):
+            for key in value:
+                if key not in names:
+                    raise _Bad(_join(path, str(key)), "unknown field")
         for f in wanted:
             if f.name not in value:
                 raise _Bad(_join(path, f.name), "missing field")
             f.type.check(value[f.name], _join(path, f.name), version)
 
 
-def _join(path: str, name: str) -> str:
+def _join(path: str | None, name: str) -> str | None:
+    if path is None:
+        return None
     return f"{path}.{name}" if path else name
 
 
@@ -168,11 +189,15 @@ def _kind(value: Any) -> str:
 def validate(api: str, kind: str, version: int, schema: Struct, body: Any) -> Mapping[str, Any]:
     """Check ``body`` against ``schema`` at ``version``; raise SchemaError naming where it fails."""
     try:
-        schema.check(body, "", version)
-    except _Bad as bad:
-        raise SchemaError(
-            f"{api} v{version} {kind}: field {bad.path or '(body)'}: {bad.reason}"
-        ) from None
+        schema.check(body, None, version)
+    except _Bad:
+        try:  # again, naming the paths this time: the same check fails at the same place
+            schema.check(body, "", version)
+        except _Bad as bad:
+            raise SchemaError(
+                f"{api} v{version} {kind}: field {bad.path or '(body)'}: {bad.reason}"
+            ) from None
+        raise AssertionError("a body failed the check once and passed it twice") from None
     return body  # type: ignore[no-any-return]
 
 

@@ -74,22 +74,9 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
 async def _park(ctx: BrokerContext, partitions: list[tuple[str, int]], deadline: float) -> bool:
     """Wait in the purgatory; True if the client closed its connection meanwhile."""
     client = CLIENT_CONNECTION.get()
-    if client is None or client.socket is None:
-        await ctx.purgatory.wait(partitions, deadline)
-        return False
-    closed = False
-
-    async def watch_peer(scope: trio.CancelScope) -> None:
-        nonlocal closed
-        await client.peer_closed()
-        closed = True
-        scope.cancel()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_peer, nursery.cancel_scope)
-        await ctx.purgatory.wait(partitions, deadline)
-        nursery.cancel_scope.cancel()
-    return closed
+    if client is None:
+        return await ctx.purgatory.wait(partitions, deadline)
+    return await ctx.purgatory.wait(partitions, deadline, until=client.peer_closed)
 
 
 def _response(topics: list[dict[str, Any]], throttle_ms: int | None

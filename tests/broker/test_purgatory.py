@@ -49,3 +49,32 @@ async def test_close_wakes_everyone_and_parks_no_one_after() -> None:
             await trio.testing.wait_all_tasks_blocked()
             purgatory.close()
         await purgatory.wait([("t", 0)], far)  # returns at once
+
+
+async def test_until_returning_ends_the_wait_and_says_so() -> None:
+    purgatory = FetchPurgatory()
+    far = trio.current_time() + 3600
+    closed = trio.Event()
+    answers: list[bool] = []
+
+    async def park(until: trio.Event | None) -> None:
+        if until is None:
+            answers.append(await purgatory.wait([("t", 0)], far))
+        else:
+            answers.append(await purgatory.wait([("t", 0)], far, until=until.wait))
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(park, closed)
+            await trio.testing.wait_all_tasks_blocked()
+            closed.set()  # the peer went away: that fetch alone ends, True
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == [True]
+            assert purgatory._waiting == {}
+            nursery.start_soon(park, trio.Event())
+            nursery.start_soon(park, None)
+            await trio.testing.wait_all_tasks_blocked()
+            assert purgatory.parked == 2
+            purgatory.appended("t", 0)  # an append wakes both, False: nothing closed
+    assert answers == [True, False, False]
+    assert purgatory._waiting == {}
