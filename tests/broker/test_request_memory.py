@@ -179,9 +179,9 @@ def test_stalled_big_frames_leave_rss_bounded_while_a_producer_carries_on(
     assert producer.error is None, producer.error
     assert after["VmHWM"] < bound
     # The producer was served while the stalled senders held the pool, not only once they were
-    # dropped: no ack waited for a stalled sender's deadline (3 s) to free memory.
+    # dropped: no ack waited for a stalled sender's deadline to free memory.
     assert len(during) >= 10
-    assert max(during) < 1.0
+    assert max(during) < READ_TIMEOUT_MS / 1000
     dropped = len(re.findall(r"connection\.dropped.*request_read_timeout_ms", broker.log_text()))
     assert dropped == STALLED, f"{dropped} of {STALLED} stalled senders dropped for their deadline"
     # Their memory was released: a request of the largest size is read and answered.
