@@ -71,6 +71,21 @@ static uint32_t crc_of(uint32_t crc, const unsigned char *p, Py_ssize_t n)
     return crc;
 }
 
+/* The pair (a, b), taking over both references; NULL (and both released) if either is NULL,
+   as when the call that made it failed, or if the tuple cannot be made. */
+static PyObject *pair(PyObject *a, PyObject *b)
+{
+    PyObject *result = (a == NULL || b == NULL) ? NULL : PyTuple_New(2);
+    if (result == NULL) {
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, a);
+    PyTuple_SET_ITEM(result, 1, b);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* encode_records(records, *, base_offset=0, attributes=0) -> bytes */
 
@@ -304,26 +319,11 @@ static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (!has_last) {
         last_out = Py_NewRef(Py_None);
     } else if (moved) {
-        last_out = PyLong_FromLongLong(last);
-        if (last_out == NULL)
-            return NULL;
+        last_out = PyLong_FromLongLong(last); /* NULL on failure: pair() passes it on */
     } else {
         last_out = Py_NewRef(last_obj);
     }
-    PyObject *pos_out = PyLong_FromSsize_t(pos);
-    if (pos_out == NULL) {
-        Py_DECREF(last_out);
-        return NULL;
-    }
-    PyObject *result = PyTuple_New(2);
-    if (result == NULL) {
-        Py_DECREF(pos_out);
-        Py_DECREF(last_out);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(result, 0, pos_out);
-    PyTuple_SET_ITEM(result, 1, last_out);
-    return result;
+    return pair(PyLong_FromSsize_t(pos), last_out);
 }
 
 
@@ -550,20 +550,7 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyMem_Free(block.zero);
     Py_XDECREF(prefix);
     PyBuffer_Release(&view);
-    PyObject *pos_out = PyLong_FromSsize_t(pos);
-    if (pos_out == NULL) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    PyObject *result = PyTuple_New(2);
-    if (result == NULL) {
-        Py_DECREF(out);
-        Py_DECREF(pos_out);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(result, 0, out);
-    PyTuple_SET_ITEM(result, 1, pos_out);
-    return result;
+    return pair(out, PyLong_FromSsize_t(pos));
 error:
     PyMem_Free(block.data);
     PyMem_Free(block.zero);
