@@ -46,6 +46,20 @@ timestamps = st.one_of(
 records = st.lists(st.tuples(payloads, payloads, timestamps), max_size=40)
 
 
+def test_every_length_gets_the_python_crc() -> None:
+    """Short spans take the accelerator's CRC tables, long ones zlib's crc32: every body length
+    across the change (and every tail length of an eight-byte step) gives zlib's CRC."""
+    batch = [(b"k" * (n % 3) or None, bytes((i * 7 + n) % 256 for i in range(n)), n)
+             for n in range(700)]
+    data = native.encode_records(batch)
+    assert data == _py_encode_records(batch)
+    assert native.decode_plain(data, True, Message, ()) == _py_decode_plain(
+        data, True, Message, ())
+    found = _Columns([], [], [], [], [], [], [])
+    assert native.scan_v1(data, 0, True, None, found) == (len(data), None)
+    assert len(found.positions) == 700
+
+
 @settings(max_examples=400)
 @given(
     records,
