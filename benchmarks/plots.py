@@ -43,8 +43,7 @@ def throughput(rows: Sequence[Row], path: Path) -> bool:
     ax.set_xlabel("messages per second")
     ax.set_title("Producer and consumer throughput")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # grown to the whole of every case's label
     plt.close(fig)
     return True
 
@@ -77,5 +76,9 @@ def latency(rows: Sequence[Row], path: Path) -> bool:
 
 
 def _label(row: Row) -> str:
+    """The case's kind and its scalar parameters: a parameter that is a breakdown (a dict, as
+    the cluster area's ``where_time_goes``) says nothing about which case a bar is."""
     kind = row.name.split(".", 1)[0]
-    return f"{kind} {fmt_params({k: v for k, v in row.params.items() if k != 'messages'})}"
+    params = {k: v for k, v in row.params.items()
+              if k != "messages" and not isinstance(v, dict | list)}
+    return f"{kind} {fmt_params(params)}"
