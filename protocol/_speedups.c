@@ -371,82 +371,6 @@ static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 
 /* ------------------------------------------------------------------------------------------ */
-/* Checking the CRCs of many short entries with two CRC passes instead of a call per entry.
- *
- * zlib's crc32 has a setup and a byte-at-a-time tail per call: on a 118-byte body it runs at a
- * fraction of its speed over long buffers. As protocol.messageset's _crcs_hold does for runs:
- * CRC-32 is affine over GF(2), and a message followed by its own CRC (little-endian) leaves the
- * register at a value that does not depend on the message. So with every body followed by its
- * stored CRC, reversed, the CRC of the whole equals that of the same layout of zero bodies each
- * followed by its own right CRC -- when every entry matches. One that does not changes the
- * result by its error times a power of x, never zero: any one bad entry is caught; two or more
- * cancel only if their errors line up exactly (for random damage one chance in 2**32). On a
- * mismatch the caller checks the entries one by one. */
-
-#define BLOCK_ENTRIES 512
-#define BLOCK_ENTRY_MAX 4096 /* larger entries: one call each costs no more than the copy */
-
-typedef struct {
-    unsigned char *data, *zero; /* the bodies and stored CRCs; the zero layout */
-    Py_ssize_t capacity;
-    Py_ssize_t zero_len; /* the last body length and the CRC of that many zero bytes */
-    uint32_t zero_crc;
-} crc_block;
-
-/* From pos on, the whole entries (at most BLOCK_ENTRIES, each under BLOCK_ENTRY_MAX bytes) and
- * whether all their CRCs hold; *stop is where they end. Fewer than two: *stop is pos, 0. -1 on
- * a memory error. */
-static int block_crcs_hold(crc_block *b, const unsigned char *d, Py_ssize_t n, Py_ssize_t pos,
-                           Py_ssize_t *stop)
-{
-    Py_ssize_t end = pos, count = 0, total = 0;
-    while (count < BLOCK_ENTRIES && end <= n - LOG_OVERHEAD) {
-        int32_t size = get_i32(d + end + 8);
-        if (size < MIN_SIZE_V1 || size > BLOCK_ENTRY_MAX || size + LOG_OVERHEAD > n - end)
-            break;
-        total += size; /* the body (size - 4) and the CRC */
-        end += LOG_OVERHEAD + size;
-        count++;
-    }
-    *stop = pos;
-    if (count < 2)
-        return 0;
-    if (total > b->capacity) {
-        PyMem_Free(b->data);
-        PyMem_Free(b->zero);
-        b->data = PyMem_Malloc((size_t)total);
-        b->zero = PyMem_Malloc((size_t)total);
-        b->capacity = b->data && b->zero ? total : 0;
-        if (!b->capacity) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    memset(b->zero, 0, (size_t)total);
-    unsigned char *t = b->data, *z = b->zero;
-    for (Py_ssize_t at = pos; at < end;) {
-        const unsigned char *e = d + at;
-        Py_ssize_t body = get_i32(e + 8) - 4;
-        memcpy(t, e + CRC_START, (size_t)body);
-        for (int i = 0; i < 4; i++)
-            t[body + i] = e[15 - i];
-        if (body != b->zero_len) {
-            b->zero_len = body;
-            b->zero_crc = crc_of(0, z, body);
-        }
-        z[body] = (unsigned char)b->zero_crc;
-        z[body + 1] = (unsigned char)(b->zero_crc >> 8);
-        z[body + 2] = (unsigned char)(b->zero_crc >> 16);
-        z[body + 3] = (unsigned char)(b->zero_crc >> 24);
-        t += body + 4;
-        z += body + 4;
-        at += LOG_OVERHEAD + body + 4;
-    }
-    *stop = end;
-    return crc_of(0, b->data, total) == crc_of(0, b->zero, total);
-}
-
-/* ------------------------------------------------------------------------------------------ */
 /* decode_plain(data, verify_crc, cls, prefix) -> (list, pos)  (messageset._decode_plain) */
 
 /* cls(*prefix, offset, timestamp, ts_type, key, value) as tuple.__new__(cls, ...) builds it;
@@ -505,10 +429,6 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     Py_ssize_t pos = 0;
-    /* entries starting before checked_to have matched their CRCs (a block); those before
-     * one_by_one_to are checked each on its own (their block did not hold) */
-    Py_ssize_t checked_to = 0, one_by_one_to = 0;
-    crc_block block = {NULL, NULL, 0, -1, 0};
     while (pos <= n - HEADER_V1) {
         const unsigned char *e = d + pos;
         int64_t offset = get_i64(e);
@@ -520,21 +440,8 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
             break;
         Py_ssize_t whole = (Py_ssize_t)LOG_OVERHEAD + size;
         Py_ssize_t end = pos + whole;
-        if (verify_crc && pos >= checked_to) {
-            if (pos >= one_by_one_to) {
-                Py_ssize_t stop;
-                int hold = block_crcs_hold(&block, d, n, pos, &stop);
-                if (hold < 0)
-                    goto error;
-                if (hold)
-                    checked_to = stop;
-                else
-                    one_by_one_to = stop;
-            }
-            if (pos >= checked_to &&
-                crc_of(0, e + CRC_START, whole - CRC_START) != get_u32(e + 12))
-                break;
-        }
+        if (verify_crc && crc_of(0, e + CRC_START, whole - CRC_START) != get_u32(e + 12))
+            break;
         int64_t timestamp = get_i64(e + 18);
         int32_t klen = get_i32(e + 26);
         int32_t vlen = get_i32(e + 30);
@@ -589,14 +496,10 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
             goto error;
         pos = end;
     }
-    PyMem_Free(block.data);
-    PyMem_Free(block.zero);
     Py_XDECREF(prefix);
     PyBuffer_Release(&view);
     return pair(out, PyLong_FromSsize_t(pos));
 error:
-    PyMem_Free(block.data);
-    PyMem_Free(block.zero);
     Py_XDECREF(prefix);
     PyBuffer_Release(&view);
     Py_DECREF(out);

@@ -141,8 +141,8 @@ def test_decode_plain_builds_the_python_records(data, verify, shape, kind) -> No
 
 @pytest.mark.parametrize("damaged_at", [[], [0], [1], [511], [512], [550], [3, 700], [899]])
 def test_decode_plain_stops_at_the_first_damaged_entry_of_a_long_set(damaged_at) -> None:
-    # Short entries are CRC-checked a block of 512 at a time: a damaged one is still found,
-    # and the records before it are handed out, as the Python code does.
+    # A damaged entry anywhere in a long set (the Python code checks runs a chunk at a time)
+    # is found, and the records before it are handed out, as the Python code does.
     batch = [(None, b"v%03d" % (i % 1000) + b"x" * 96, 1_700_000_000_000 + i) for i in range(900)]
     batch[600] = (b"key", b"a different size", 5)
     raw = bytearray(_py_encode_records(batch, base_offset=10))
