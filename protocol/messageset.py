@@ -678,12 +678,10 @@ def set_offset(buf: bytearray | memoryview, position: int, offset: int) -> None:
 
 # The producer's and the consumer's hot paths: the C accelerator's when it is built (the same
 # bytes and records for every input; protocol.speedups chooses, once), else the Python above.
-if speedups.ACCELERATED:
-    from protocol import _speedups
-
-    _speedups.set_encode_fallback(_py_encode_records)
-    encode_records = _speedups.encode_records
-    _decode_plain = _speedups.decode_plain
-else:
+if speedups.native is None:
     encode_records = _py_encode_records
     _decode_plain = _py_decode_plain
+else:
+    speedups.native.set_encode_fallback(_py_encode_records)
+    encode_records = speedups.native.encode_records
+    _decode_plain = speedups.native.decode_plain

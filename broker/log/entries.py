@@ -266,12 +266,7 @@ def _first_difference(a: bytes, b: bytes | bytearray, width: int) -> int:
 
 # The scan's hot path: the C accelerator's when it is built (the same columns and the same
 # stopping place for every input; protocol.speedups chooses, once), else the Python above.
-if speedups.ACCELERATED:
-    from protocol import _speedups
-
-    _scan_v1 = _speedups.scan_v1
-else:
-    _scan_v1 = _py_scan_v1
+_scan_v1 = _py_scan_v1 if speedups.native is None else speedups.native.scan_v1
 
 
 def _check_one(
