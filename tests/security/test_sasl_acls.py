@@ -82,6 +82,11 @@ class Secured:
     def admin(self) -> Admin:
         return Admin(self.sasl_bootstrap, **self.login("admin").options())
 
+    def allow(self, principal: str, *acl: str) -> None:
+        """``odradek acls add --allow-principal PRINCIPAL ACL...`` as the admin; it succeeds."""
+        added = self.odradek("admin", "acls", "add", "--allow-principal", principal, *acl)
+        assert added.returncode == 0, added.stderr
+
 
 @pytest.fixture
 def secured(make_broker: Callable[..., BrokerProcess], tmp_path: Path) -> Secured:
@@ -120,9 +125,7 @@ def latest_offset(secured: Secured, topic: str) -> int:
 
 
 def test_an_acl_on_a_sasl_user_lets_alice_in_and_keeps_bob_out(secured: Secured) -> None:
-    added = secured.odradek("admin", "acls", "add", "--allow-principal", "User:alice",
-                            "--operation", "Write", "--operation", "Read", "--topic", "orders")
-    assert added.returncode == 0, added.stderr
+    secured.allow("User:alice", "--operation", "Write", "--operation", "Read", "--topic", "orders")
     with Producer(secured.sasl_bootstrap, **secured.login("alice").options()) as producer:
         for value in (b"one", b"two", b"three"):
             producer.send("orders", value)
@@ -158,9 +161,7 @@ def test_an_acl_on_a_sasl_user_lets_alice_in_and_keeps_bob_out(secured: Secured)
 
 def test_a_client_certificates_principal_is_matched_by_an_acl(secured: Secured) -> None:
     certificate_user = "User:CN=alice,OU=eng,O=example"
-    added = secured.odradek("admin", "acls", "add", "--allow-principal", certificate_user,
-                            "--operation", "Write", "--topic", "orders")
-    assert added.returncode == 0, added.stderr
+    secured.allow(certificate_user, "--operation", "Write", "--topic", "orders")
     without = SecurityConfig(security_protocol="SSL", ssl_cafile=str(secured.tls.ca))
     assert error_of(produce_once(secured.ssl_bootstrap, without, "orders")) == (
         ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -174,12 +175,8 @@ def test_a_client_certificates_principal_is_matched_by_an_acl(secured: Secured) 
 
 def test_a_group_read_acl_lets_its_sasl_user_join_and_not_another(secured: Secured) -> None:
     for user in ("alice", "bob"):
-        added = secured.odradek("admin", "acls", "add", "--allow-principal", f"User:{user}",
-                                "--operation", "Read", "--topic", "orders")
-        assert added.returncode == 0, added.stderr
-    added = secured.odradek("admin", "acls", "add", "--allow-principal", "User:alice",
-                            "--operation", "Read", "--group", "billing")
-    assert added.returncode == 0, added.stderr
+        secured.allow(f"User:{user}", "--operation", "Read", "--topic", "orders")
+    secured.allow("User:alice", "--operation", "Read", "--group", "billing")
     with Producer(secured.sasl_bootstrap, **secured.login("admin").options()) as producer:
         producer.send("orders", b"one")
         producer.flush(30)
@@ -215,9 +212,7 @@ def test_a_group_read_acl_lets_its_sasl_user_join_and_not_another(secured: Secur
 
 def test_a_quota_on_a_user_throttles_that_sasl_user_only(secured: Secured) -> None:
     for user in ("alice", "bob"):
-        added = secured.odradek("admin", "acls", "add", "--allow-principal", f"User:{user}",
-                                "--operation", "Write", "--topic", "orders")
-        assert added.returncode == 0, added.stderr
+        secured.allow(f"User:{user}", "--operation", "Write", "--topic", "orders")
     quota = secured.odradek("admin", "quotas", "set", "--user", "alice",
                             "--producer-byte-rate", "10000")
     assert quota.returncode == 0, quota.stderr
