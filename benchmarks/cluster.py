@@ -62,6 +62,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from benchmarks.processes import peak_rss_mb
 from benchmarks.servers import REPO_ROOT
 from client.admin import Admin
 from client.future import Future
@@ -217,6 +218,14 @@ class Cluster:
 
     def live(self) -> dict[int, Broker]:
         return {i: b for i, b in self.brokers.items() if b.running}
+
+    def emit(self, line: Mapping[str, Any]) -> None:
+        """Print ``line`` with the live brokers' peak RSS since the last line. The script
+        measures it itself: the suite's runner would read the last line only after ``close``
+        has killed the brokers."""
+        peaks = [p for b in self.live().values() if b.proc is not None
+                 and (p := peak_rss_mb(b.proc.pid)) is not None]
+        print(json.dumps({**line, "peak_rss_mb": max(peaks)} if peaks else line), flush=True)
 
     def restart(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
@@ -659,8 +668,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not start_or_report_missing(cluster, "cluster"):
                 return 0
             for trigger in ("kill", "sigterm"):
-                print(json.dumps(leader_failover(cluster, trigger, partitions)), flush=True)
-            print(json.dumps(controller_failover(cluster)), flush=True)
+                cluster.emit(leader_failover(cluster, trigger, partitions))
+            cluster.emit(controller_failover(cluster))
         finally:
             cluster.close()
     return 0

@@ -485,8 +485,7 @@ def main(argv: Sequence[str]) -> int:
                         admin.find_coordinator("bench")  # the first creates __consumer_offsets
                     rtt = round_trip_ms(bootstrap)
                 for trigger in triggers:
-                    print(json.dumps(failover(cluster, trigger, groups, members, rtt)),
-                          flush=True)
+                    cluster.emit(failover(cluster, trigger, groups, members, rtt))
             finally:
                 cluster.close()
         if "catch-up" in parts:

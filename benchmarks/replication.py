@@ -85,7 +85,7 @@ from benchmarks.cluster import (
     start_or_report_missing,
     stop_on_signals,
 )
-from benchmarks.codec import emit, sample_records
+from benchmarks.codec import sample_records
 from benchmarks.servers import REPO_ROOT
 from client import Admin, Consumer, Producer, TopicPartition
 from client.future import Future
@@ -802,11 +802,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not start_or_report_missing(cluster, "replication"):
                 return 0
             for line in producer_rounds(cluster, messages, rounds, cpus):
-                emit(line)
+                cluster.emit(line)
             for config in CONFIGS:
                 progress(f"latency {config.name}, {latency_s:g} s at {args.latency_rate}/s")
-                emit(latency_case(cluster, config, latency_s, args.latency_rate))
-            emit(failover_case(cluster))
+                cluster.emit(latency_case(cluster, config, latency_s, args.latency_rate))
+            cluster.emit(failover_case(cluster))
         finally:
             cluster.close()
     return 0
