@@ -217,12 +217,15 @@ class Cluster:
         return metadata_from(self.brokers[broker_id].bootstrap, topics)
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
-                     via: int | None = None) -> None:
+                     via: int | None = None,
+                     replica_assignment: Mapping[int, list[int]] | None = None) -> None:
         """CreateTopics through a running broker; returns once every partition has a leader
-        in ZooKeeper and in the Metadata of every running broker."""
+        in ZooKeeper and in the Metadata of every running broker. ``replica_assignment``
+        places the replicas (the first of each list leads) instead of the broker."""
         process = self.brokers[via] if via is not None else self.any_running()
         with Admin(process.bootstrap, timeout_ms=20_000) as admin:
-            admin.create_topic(name, partitions, replication_factor)
+            admin.create_topic(name, partitions, replication_factor,
+                               replica_assignment=replica_assignment)
         self.wait_for_leaders(name, partitions)
 
     def wait_for_leaders(self, name: str, partitions: int, timeout: float = 20.0) -> None:

@@ -171,13 +171,13 @@ def replicas_identical(cluster: Cluster, topic: str, partitions: list[int]) -> b
 
 
 def final_check(cluster: Cluster, topic: str, partitions: list[int], outcome: Outcome,
-                what: str, kills: int) -> Verdict:
+                what: str, faults: str) -> Verdict:
     until(lambda: all_in_sync(cluster, topic), cluster.failover_bound + 20,
           f"every broker back in the ISR of every {topic} partition")
     logs = read_partitions(cluster.any_running().bootstrap, topic, partitions, timeout=60)
     verdict = check_log(outcome, logs)
     print(f"{what}: acknowledged={verdict.acknowledged} lost={len(verdict.lost)} "
-          f"duplicates={verdict.duplicates} kills={kills}")
+          f"duplicates={verdict.duplicates} {faults}")
     if outcome.failed:
         reasons = Counter(outcome.failed.values())
         print(f"{what}: {len(outcome.failed)} sends failed (never acknowledged): "
@@ -237,7 +237,7 @@ def test_no_acknowledged_message_is_lost_when_leaders_are_killed_again_and_again
               "acknowledgements after the last restart")
     finally:
         outcome = producer.stop(240)
-    final_check(cluster, topic, partitions, outcome, "durability", FAULT_ROUNDS)
+    final_check(cluster, topic, partitions, outcome, "durability", f"kills={FAULT_ROUNDS}")
 
 
 @pytest.mark.timeout(180)
@@ -269,5 +269,6 @@ def test_every_acknowledged_message_survives_killing_the_whole_cluster_at_once(
               "acknowledgements after the whole cluster came back")
     finally:
         outcome = producer.stop(240)
-    verdict = final_check(cluster, topic, partitions, outcome, "blackout", len(processes))
+    verdict = final_check(cluster, topic, partitions, outcome, "blackout",
+                          f"kills={len(processes)}")
     assert verdict.acknowledged >= acked_at_kill
