@@ -50,16 +50,18 @@ def read_range(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]
                 position = _skip_lost(consumer, tp, position, r, options.fail_on_data_loss)
                 continue
             if not records:
-                highwater = consumer.highwater(tp)
-                if highwater is not None and position >= highwater:
-                    # The log ends before the range does: it was truncated since planning.
-                    report_data_loss(
-                        f"{tp} ends at offset {highwater}, before the planned range "
-                        f"[{r.start}, {r.end}) was read",
-                        fail=options.fail_on_data_loss,
-                    )
-                    return
                 if time.monotonic() - last_progress > stall_limit:
+                    highwater = consumer.highwater(tp)
+                    if highwater is not None and position >= highwater:
+                        # The log ended before the range for the whole wait: it was truncated
+                        # since planning (an unclean election). Not at the first empty poll: a
+                        # new leader's high watermark can trail the old one's for a moment.
+                        report_data_loss(
+                            f"{tp} ends at offset {highwater}, before the planned range "
+                            f"[{r.start}, {r.end}) was read",
+                            fail=options.fail_on_data_loss,
+                        )
+                        return
                     raise TimeoutError(
                         f"{tp}: no messages from offset {position} within "
                         f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms}"
