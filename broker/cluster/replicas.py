@@ -170,19 +170,22 @@ class ReplicaManager:
 
     async def wait_for_replication(self, tp: TopicPartition, offset: int, min_insync: int,
                                    deadline: float) -> None:
-        """acks=all: return once the high watermark passes ``offset`` (the batch's last)."""
+        """acks=all: return once the high watermark passes ``offset`` (the batch's last)
+        with at least ``min_insync`` replicas in the ISR. The ISR comes first: a shrink moves
+        the high watermark too, and one down to fewer replicas than that would let a batch
+        past it that the leader alone holds (Kafka: NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         while True:
             replica = self.leading(tp)
             if replica is None:
                 raise NotLeaderForPartitionError(
                     f"broker {self.broker_id} stopped leading {tp[0]}-{tp[1]} before the "
                     "batch was replicated")
-            if replica.plog.high_watermark > offset:
-                return
             if len(replica.isr) < min_insync:
                 raise NotEnoughReplicasAfterAppendError(
                     f"{tp[0]}-{tp[1]}: the ISR {replica.isr} shrank below min_insync_replicas="
                     f"{min_insync} after the batch was written")
+            if replica.plog.high_watermark > offset:
+                return
             with trio.move_on_at(deadline):
                 await replica.moved.wait()
             if trio.current_time() >= deadline:

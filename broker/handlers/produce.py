@@ -4,7 +4,8 @@ Each partition succeeds or fails on its own; a rejected set writes nothing. acks
 response at all. acks=-1 (all) waits until every in-sync replica has the data: a single broker
 is its own in-sync set, so the append itself completes it; in a cluster the request waits until the
 partition's high watermark passes the batch (or its timeout_ms: REQUEST_TIMED_OUT), and is
-refused before anything is written while the ISR is smaller than min_insync_replicas. Internal
+refused before anything is written while the ISR is smaller than min_insync_replicas
+(NOT_ENOUGH_REPLICAS; NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrinks so meanwhile). Internal
 topics (``__consumer_offsets``) are written by the broker's coordinator alone: a client's
 produce to one gets INVALID_TOPIC.
 

@@ -1,7 +1,7 @@
 """Cut links (DESIGN "Replication": faults are real -- SIGKILL, SIGSTOP/SIGCONT, and cut links
-through a loopback proxy the test controls). Each broker here reaches ZooKeeper through a
-``LinkProxy`` of its own; a cut holds its traffic both ways without closing anything, as a
-network partition does.
+through a loopback proxy the test controls). A ``LinkProxy`` stands between a broker and
+ZooKeeper, or between a broker and everyone who reaches it by its advertised address; a cut
+holds the traffic both ways without closing anything, as a network partition does.
 
 - A broker cut from ZooKeeper but still reachable by clients and by the other brokers is the
   zombie of a split: it is alive and believes it leads, while ZooKeeper expires its session and
@@ -11,13 +11,16 @@ network partition does.
   without ZooKeeper), and when the link heals it finds its session gone, registers again,
   follows, cuts away what it took alone and rejoins every ISR. With the controller as the
   victim, another broker becomes controller with a higher epoch first.
-- A cut shorter than the session timeout: the session lives on, nothing moves.
+- A cut from ZooKeeper shorter than the session timeout: the session lives on, nothing moves.
+- A leader cut off from its followers, still in ZooKeeper: it stays leader, they leave the ISR
+  by lag, and acks=all is refused below min_insync_replicas, also for a batch that was waiting.
 
 A durability figure is printed: acknowledged messages, and how many of them were lost (0).
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,14 +48,32 @@ SETTINGS = {
 
 
 @pytest.fixture
-def zk_links(zk_connect: str) -> Iterator[dict[int, LinkProxy]]:
-    """A link to ZooKeeper for each broker id. Asked for before ``make_cluster``, so the
-    links outlive the brokers: closed after the brokers have stopped."""
-    address = zk_connect.split("/", 1)[0]
-    links = {i: LinkProxy(parse_bootstrap(address)[0]) for i in range(BROKERS)}
-    yield links
-    for link in links.values():
+def make_link() -> Iterator[Callable[[tuple[str, int]], LinkProxy]]:
+    """``make_link((host, port))``: a link to that address. Asked for before
+    ``make_cluster``, so the links outlive the brokers: closed after they have stopped."""
+    made: list[LinkProxy] = []
+
+    def factory(upstream: tuple[str, int]) -> LinkProxy:
+        made.append(LinkProxy(upstream))
+        return made[-1]
+
+    yield factory
+    for link in made:
         link.close()
+
+
+@pytest.fixture
+def zk_links(make_link: Callable[[tuple[str, int]], LinkProxy], zk_connect: str
+             ) -> dict[int, LinkProxy]:
+    """A link to ZooKeeper for each broker id."""
+    upstream = parse_bootstrap(zk_connect.split("/", 1)[0])[0]
+    return {i: make_link(upstream) for i in range(BROKERS)}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _linked_cluster(make_cluster: Callable[..., Cluster], zk_connect: str,
@@ -150,6 +171,7 @@ def test_a_broker_cut_from_zookeeper_is_replaced_acknowledges_nothing_alone_and_
         until(lambda: producer.acked_count() >= acked_healed + 50, 30,
               "acknowledgements after the link healed")
     finally:
+        zk_links[victim_id].restore()
         zombie.close()
         outcome = producer.stop(240)
     verdict = final_check(cluster, topic, partitions, outcome, f"cut {victim_role}", "cuts=1")
@@ -196,3 +218,68 @@ def test_a_zookeeper_cut_shorter_than_the_session_stops_no_produce_and_moves_not
     assert cluster.controller_epoch() == controller_epoch
     print(f"ZooKeeper cut: {sum(link.held for link in zk_links.values())} reads held; "
           f"{len(acked)} acks=all produces answered meanwhile")
+
+
+@pytest.mark.timeout(180)
+def test_a_leader_cut_from_its_followers_acknowledges_nothing_below_min_insync(
+    make_link: Callable[[tuple[str, int]], LinkProxy], make_cluster: Callable[..., Cluster],
+) -> None:
+    """The other split: the leader keeps its ZooKeeper session, but its followers (and the
+    clients that learnt its address from Metadata) reach it through a link that is cut. It
+    stays leader, its followers fall out of the ISR by lag, and acks=all is then refused
+    (min_insync_replicas 2) -- also for a batch written before the ISR shrank, which the
+    shrink lets past the high watermark with the leader alone holding it (Kafka:
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND). A client on the leader's side still writes with acks=1;
+    those messages stay, for the leader never changed. When the link heals the followers
+    catch up and rejoin."""
+    port = _free_port()  # the leader's own: its link forwards there
+    link = make_link(("127.0.0.1", port))
+    cluster = make_cluster(BROKERS, settings=SETTINGS, start=False, per_broker={
+        2: {"advertised_listeners": f"PLAINTEXT://{link.address}"}})
+    cluster.start([0, 1])
+    leader = cluster.brokers[2].start(port=port)
+    cluster.wait_ready()
+    topic = "island"
+    cluster.create_topic(topic, 1, 3, replica_assignment={0: [2, 0, 1]})
+    until(lambda: all_in_sync(cluster, topic), 20, "a full ISR to start with")
+    producer = NumberedProducer(f"{cluster.brokers[0].bootstrap},{cluster.brokers[1].bootstrap}",
+                                topic, [0])
+    producer.start()
+    near = NetworkClient(leader.bootstrap, client_id="near-side", request_timeout_ms=30_000)
+    try:
+        near.send(-1, ApiKey.API_VERSIONS, {}).result(10)  # connected: a send leaves at once
+        until(lambda: producer.acked_count() >= 100, 30, "acknowledged sends before the cut")
+        before = cluster.state(topic, 0)
+        link.cut()
+        written_first = near.send(-1, ApiKey.PRODUCE, _produce_body(
+            topic, 0, [b"island-before-shrink"], acks=-1, timeout_ms=25_000))
+        until(lambda: cluster.state(topic, 0)["isr"] == [2], cluster.failover_bound,
+              "the followers out of the ISR by lag")
+        assert {k: cluster.state(topic, 0)[k] for k in ("leader", "leader_epoch")} == {
+            "leader": 2, "leader_epoch": before["leader_epoch"]}, "the leader never changed"
+        answers = {
+            "written first": _answer(written_first),
+            "after the shrink": _answer(near.send(-1, ApiKey.PRODUCE, _produce_body(
+                topic, 0, [b"island-after-shrink"], acks=-1))),
+            "acks=1": _answer(near.send(-1, ApiKey.PRODUCE, _produce_body(
+                topic, 0, [b"island-acks-1"], acks=1))),
+        }
+        outcomes = {name: _outcome(answer) for name, answer in answers.items()}
+        print(f"cut followers: the leader answered {outcomes}")
+        assert outcomes == {"written first": "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+                            "after the shrink": "NOT_ENOUGH_REPLICAS", "acks=1": "NONE"}
+        acked_cut = producer.acked_count()
+        link.restore()
+        until(lambda: all_in_sync(cluster, topic), cluster.failover_bound + 20,
+              "the followers caught up and back in the ISR")
+        until(lambda: producer.acked_count() >= acked_cut + 50, 30,
+              "acknowledgements after the link healed")
+    finally:
+        link.restore()
+        near.close()
+        outcome = producer.stop(240)
+    final_check(cluster, topic, [0], outcome, "cut followers", "cuts=1")
+    final = {v for _, v in replica_log(leader, topic, 0)}
+    # written, never acknowledged with acks=all; kept, as the leader kept leading
+    assert {b"island-before-shrink", b"island-acks-1"} <= final
+    assert b"island-after-shrink" not in final  # refused before it was written
