@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -27,9 +28,10 @@ from kazoo.exceptions import NoNodeError
 
 from client.admin import Admin
 from client.metadata import ClusterMetadata
-from client.network import NetworkClient
+from client.network import NetworkClient, parse_bootstrap
 from protocol.apis import ApiKey
 from tests.broker_process import BrokerProcess
+from tests.cluster.link_proxy import LinkProxy
 
 #: short sessions, so that a dead broker's registration goes within seconds
 SESSION_TIMEOUT_MS = 4000
@@ -265,6 +267,48 @@ def make_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., Clus
                   f"{process.log_text()}")
         for process in cluster.extra:
             print(f"===== extra broker log ({process.data_dir}) =====\n{process.log_text()}")
+
+
+# ------------------------------------------------------------------------------ cut links
+
+@pytest.fixture
+def make_link() -> Iterator[Callable[[tuple[str, int]], LinkProxy]]:
+    """``make_link((host, port))``: a link to that address that the test can cut
+    (tests/cluster/link_proxy.py). Asked for before ``make_cluster``, the links outlive the
+    brokers: closed after they have stopped."""
+    made: list[LinkProxy] = []
+
+    def factory(upstream: tuple[str, int]) -> LinkProxy:
+        made.append(LinkProxy(upstream))
+        return made[-1]
+
+    yield factory
+    for link in made:
+        link.close()
+
+
+@pytest.fixture
+def zk_links(make_link: Callable[[tuple[str, int]], LinkProxy], zk_connect: str
+             ) -> dict[int, LinkProxy]:
+    """A link to ZooKeeper for each of brokers 0..2 (``zookeeper_through`` gives the
+    settings that make them use it)."""
+    upstream = parse_bootstrap(zk_connect.split("/", 1)[0])[0]
+    return {i: make_link(upstream) for i in range(3)}
+
+
+def zookeeper_through(links: Mapping[int, LinkProxy], zk_connect: str
+                      ) -> dict[int, dict[str, Any]]:
+    """``make_cluster``'s ``per_broker``: broker i reaches ZooKeeper (same chroot) through
+    ``links[i]``."""
+    chroot = "/" + zk_connect.split("/", 1)[1]
+    return {i: {"zookeeper_connect": link.address + chroot} for i, link in links.items()}
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (for a process that must be told its port up front)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 # ------------------------------------------------------------------ replication test helpers

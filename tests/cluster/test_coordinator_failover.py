@@ -29,7 +29,9 @@ and when every member had a commit accepted again) and the duplicate count. The 
   that no member has heard of);
 - a controlled shutdown (SIGTERM) of the coordinator's broker;
 - the coordinator's broker paused (SIGSTOP) past its ZooKeeper session timeout, then resumed:
-  a zombie coordinator, fenced by the new leader epoch.
+  a zombie coordinator, fenced by the new leader epoch;
+- the coordinator's broker cut from ZooKeeper (a cut link) while its members still reach it:
+  a zombie coordinator that stays awake, then the link healed.
 
 Then: 20 groups spread over the cluster, one broker killed -- only the groups whose offsets
 partitions it led move, the others see no rebalance; and reloading ``__consumer_offsets``
@@ -47,7 +49,7 @@ import signal
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,7 @@ from client.admin import Admin
 from client.group_admin import GroupAdmin
 from protocol.errors import ErrorCode, GroupIdNotFoundError
 from tests.broker.raw import RawClient
-from tests.cluster.conftest import Cluster, until
+from tests.cluster.conftest import Cluster, until, zookeeper_through
 from tests.cluster.groups_support import (
     GROUP_SETTINGS,
     MESSAGES,
@@ -71,6 +73,7 @@ from tests.cluster.groups_support import (
     live_bootstrap,
     process_state,
 )
+from tests.cluster.link_proxy import LinkProxy
 from tests.coordinator_broker.members import Member, commit
 from tests.groups.support import of_kind
 
@@ -122,12 +125,15 @@ def _finish(name: str, run: GroupRun, *, old: int, fault_at: float, generation: 
 @pytest.fixture
 def group_run(make_cluster: Callable[..., Cluster], tmp_path: Path
               ) -> Iterator[Callable[..., GroupRun]]:
-    """``group_run(group, **broker_settings)``: a 3-broker cluster, the topic with every
-    message, and a GroupRun (its members stopped at the end, however the test ends)."""
+    """``group_run(group, per_broker=None, **broker_settings)``: a 3-broker cluster, the
+    topic with every message, and a GroupRun (its members stopped at the end, however the test
+    ends)."""
     runs: list[GroupRun] = []
 
-    def factory(group: str, **settings: object) -> GroupRun:
-        cluster = make_cluster(3, settings={**GROUP_SETTINGS, **settings})
+    def factory(group: str, per_broker: Mapping[int, Mapping[str, Any]] | None = None,
+                **settings: object) -> GroupRun:
+        cluster = make_cluster(3, settings={**GROUP_SETTINGS, **settings},
+                               per_broker=per_broker)
         run = GroupRun(cluster, tmp_path, group)
         runs.append(run)
         run.produce()
@@ -288,6 +294,52 @@ def test_coordinator_paused_past_its_zookeeper_session_then_resumed(
     _finish("SIGSTOP past the ZooKeeper session, then SIGCONT", run, old=old,
             fault_at=fault_at, generation=generation)
     print(f"(paused for {resumed_at - fault_at:.2f} s)")
+    assert coordinator.running
+
+
+@pytest.mark.timeout(FAULT_TIMEOUT)
+def test_coordinator_cut_from_zookeeper_then_healed(
+    zk_links: dict[int, LinkProxy], zk_connect: str, group_run: Callable[..., GroupRun],
+) -> None:
+    """A zombie coordinator that stays awake: its broker loses ZooKeeper but not its members,
+    who go on heartbeating and committing to it. ZooKeeper expires its session and another
+    replica leads the offsets partition and loads the group; the zombie cannot have a commit
+    replicated (its followers fetch from the new leader, and it cannot shrink the ISR without
+    ZooKeeper), so none is acknowledged and the committed offsets never go backwards. When
+    the link heals it registers again, resigns the partition (Ready -> Down), and the members
+    find the new coordinator."""
+    run = group_run("failover-cut", per_broker=zookeeper_through(zk_links, zk_connect))
+    run.start_members(4)
+    old, generation = _coordinator(run, 4)
+    run.sampler.start()
+    run.wait_processed(run.messages // 4, CONSUME_TIMEOUT, "before the fault")
+
+    cluster = run.cluster
+    coordinator = cluster.brokers[old]
+    offsets_partition = _offsets_partition(cluster, run.group)
+    failures_before = run.ledger().commit_failures
+    fault_at = time.monotonic()
+    zk_links[old].cut()
+    try:
+        until(lambda: old not in cluster.registered(), cluster.failover_bound,
+              f"broker {old}'s session expired")
+        until(lambda: cluster.state("__consumer_offsets", offsets_partition)["leader"]
+              not in (old, -1), cluster.failover_bound,
+              f"__consumer_offsets-{offsets_partition} led by another broker")
+        # the zombie still takes commits; it answers them with an error, never with success
+        until(lambda: run.ledger().commit_failures > failures_before, 30,
+              "a member's commit refused by the cut-off coordinator")
+    finally:
+        zk_links[old].restore()
+    healed_at = time.monotonic()
+    until(lambda: old in cluster.registered(), cluster.failover_bound,
+          f"broker {old} registered again once its link healed")
+    coordinator.wait_for_log(
+        f"event='offsets_partition_transition' partition={offsets_partition} "
+        "from='Ready' to='Down'", timeout=cluster.failover_bound)
+    _finish("cut from ZooKeeper, then healed", run, old=old, fault_at=fault_at,
+            generation=generation)
+    print(f"(cut for {healed_at - fault_at:.2f} s)")
     assert coordinator.running
 
 

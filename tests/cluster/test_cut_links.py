@@ -20,17 +20,16 @@ A durability figure is printed: acknowledged messages, and how many of them were
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from client.future import Future
-from client.network import NetworkClient, parse_bootstrap
+from client.network import NetworkClient
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.conftest import Cluster, replica_log, until
+from tests.cluster.conftest import Cluster, free_port, replica_log, until, zookeeper_through
 from tests.cluster.link_proxy import LinkProxy
 from tests.cluster.test_durability import NumberedProducer, all_in_sync, final_check
 from tests.cluster.test_replication import _produce_body, _send_all
@@ -47,41 +46,11 @@ SETTINGS = {
 }
 
 
-@pytest.fixture
-def make_link() -> Iterator[Callable[[tuple[str, int]], LinkProxy]]:
-    """``make_link((host, port))``: a link to that address. Asked for before
-    ``make_cluster``, so the links outlive the brokers: closed after they have stopped."""
-    made: list[LinkProxy] = []
-
-    def factory(upstream: tuple[str, int]) -> LinkProxy:
-        made.append(LinkProxy(upstream))
-        return made[-1]
-
-    yield factory
-    for link in made:
-        link.close()
-
-
-@pytest.fixture
-def zk_links(make_link: Callable[[tuple[str, int]], LinkProxy], zk_connect: str
-             ) -> dict[int, LinkProxy]:
-    """A link to ZooKeeper for each broker id."""
-    upstream = parse_bootstrap(zk_connect.split("/", 1)[0])[0]
-    return {i: make_link(upstream) for i in range(BROKERS)}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _linked_cluster(make_cluster: Callable[..., Cluster], zk_connect: str,
                     links: dict[int, LinkProxy], settings: dict[str, Any]) -> Cluster:
     """Brokers 0..2, each on its own link; broker 0 starts first, so it is the controller."""
-    chroot = "/" + zk_connect.split("/", 1)[1]
-    cluster = make_cluster(BROKERS, settings=settings, start=False, per_broker={
-        i: {"zookeeper_connect": link.address + chroot} for i, link in links.items()})
+    cluster = make_cluster(BROKERS, settings=settings, start=False,
+                           per_broker=zookeeper_through(links, zk_connect))
     cluster.start([0])
     cluster.start([1, 2])
     assert cluster.controller_id() == 0, "the broker started first is the controller"
@@ -232,7 +201,7 @@ def test_a_leader_cut_from_its_followers_acknowledges_nothing_below_min_insync(
     NOT_ENOUGH_REPLICAS_AFTER_APPEND). A client on the leader's side still writes with acks=1;
     those messages stay, for the leader never changed. When the link heals the followers
     catch up and rejoin."""
-    port = _free_port()  # the leader's own: its link forwards there
+    port = free_port()  # the leader's own: its link forwards there
     link = make_link(("127.0.0.1", port))
     cluster = make_cluster(BROKERS, settings=SETTINGS, start=False, per_broker={
         2: {"advertised_listeners": f"PLAINTEXT://{link.address}"}})

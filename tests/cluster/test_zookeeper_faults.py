@@ -3,7 +3,6 @@ start a ZooKeeper of their own (the session's one is shared by every test)."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +13,7 @@ import pytest
 from client.local_cluster import ZooKeeperServer, ZooKeeperUnavailableError
 from client.network import NetworkClient
 from protocol.apis import ApiKey
-from tests.cluster.conftest import Cluster, until
+from tests.cluster.conftest import Cluster, free_port, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -23,15 +22,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
     """A ZooKeeper for this test alone, not started; stopped (by PID) at the end -- after
     ``make_cluster``'s brokers when the test asks for this fixture first."""
-    server = ZooKeeperServer(tmp_path / "own-zk", port=_free_port())
+    server = ZooKeeperServer(tmp_path / "own-zk", port=free_port())
     yield server
     server.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _add_partitions(bootstrap: str, topic: str, count: int) -> None:
