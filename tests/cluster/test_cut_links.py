@@ -114,6 +114,14 @@ def test_a_broker_cut_from_zookeeper_is_replaced_acknowledges_nothing_alone_and_
 
         until(replaced, cluster.failover_bound,
               f"new leaders of {topic} once broker {victim_id}'s session expired")
+
+        def followers_moved() -> bool:  # UpdateMetadata follows LeaderAndIsr to each broker
+            return all(cluster.metadata(i, [topic]).topics[topic].partitions[p].leader
+                       not in (victim_id, -1) for i in others for p in partitions)
+
+        # once the others act on it, no follower fetches from the zombie any more (before, a
+        # batch they copied from it was rightly acknowledged: they had it)
+        until(followers_moved, 20, f"brokers {others} following the new leaders")
         if victim_role == "controller":
             assert cluster.controller_id() in others
             assert cluster.controller_epoch() > controller_epoch
