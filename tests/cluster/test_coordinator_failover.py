@@ -257,58 +257,31 @@ def test_controlled_shutdown_of_the_coordinator(group_run: Callable[..., GroupRu
             generation=generation)
 
 
-# ------------------------------------------------------------ (e) paused past its session
+# ------------------------------------------- (e) a zombie: paused or cut past its session
+
+
+#: the two zombie coordinators: what is done to its broker, as the report names it
+ZOMBIES = {
+    "paused": "SIGSTOP past the ZooKeeper session, then SIGCONT",
+    "cut": "cut from ZooKeeper past the session, then healed",
+}
 
 
 @pytest.mark.timeout(FAULT_TIMEOUT)
-def test_coordinator_paused_past_its_zookeeper_session_then_resumed(
+@pytest.mark.parametrize("fault", list(ZOMBIES))
+def test_a_zombie_coordinator_past_its_zookeeper_session_then_back(
+    fault: str, zk_links: dict[int, LinkProxy], zk_connect: str,
     group_run: Callable[..., GroupRun],
 ) -> None:
-    run = group_run("failover-paused")
-    run.start_members(4)
-    old, generation = _coordinator(run, 4)
-    run.sampler.start()
-    run.wait_processed(run.messages // 4, CONSUME_TIMEOUT, "before the fault")
-
-    cluster = run.cluster
-    coordinator = cluster.brokers[old]
-    offsets_partition = _offsets_partition(cluster, run.group)
-    fault_at = time.monotonic()
-    os.kill(coordinator.pid, signal.SIGSTOP)
-    try:
-        # past the session timeout: ZooKeeper expired it and its partitions have new leaders
-        until(lambda: old not in cluster.registered(), cluster.failover_bound,
-              f"broker {old}'s registration expired")
-        until(lambda: cluster.state("__consumer_offsets", offsets_partition)["leader"]
-              not in (old, -1), cluster.failover_bound,
-              f"__consumer_offsets-{offsets_partition} led by another broker")
-    finally:
-        os.kill(coordinator.pid, signal.SIGCONT)
-    resumed_at = time.monotonic()
-    # it comes back as a follower: registered again, and resigned as coordinator
-    until(lambda: old in cluster.registered(), cluster.failover_bound,
-          f"broker {old} registered again after it resumed")
-    coordinator.wait_for_log(
-        f"event='offsets_partition_transition' partition={offsets_partition} "
-        "from='Ready' to='Down'", timeout=cluster.failover_bound)
-    _finish("SIGSTOP past the ZooKeeper session, then SIGCONT", run, old=old,
-            fault_at=fault_at, generation=generation)
-    print(f"(paused for {resumed_at - fault_at:.2f} s)")
-    assert coordinator.running
-
-
-@pytest.mark.timeout(FAULT_TIMEOUT)
-def test_coordinator_cut_from_zookeeper_then_healed(
-    zk_links: dict[int, LinkProxy], zk_connect: str, group_run: Callable[..., GroupRun],
-) -> None:
-    """A zombie coordinator that stays awake: its broker loses ZooKeeper but not its members,
-    who go on heartbeating and committing to it. ZooKeeper expires its session and another
-    replica leads the offsets partition and loads the group; the zombie cannot have a commit
-    replicated (its followers fetch from the new leader, and it cannot shrink the ISR without
-    ZooKeeper), so none is acknowledged and the committed offsets never go backwards. When
-    the link heals it registers again, resigns the partition (Ready -> Down), and the members
-    find the new coordinator."""
-    run = group_run("failover-cut", per_broker=zookeeper_through(zk_links, zk_connect))
+    """The coordinator's broker outlives its ZooKeeper session: ZooKeeper expires it, another
+    replica leads the offsets partition and loads the group. Paused (SIGSTOP), it does
+    nothing meanwhile; cut from ZooKeeper, it stays awake and its members go on heartbeating
+    and committing to it -- but it cannot have a commit replicated (its followers fetch from
+    the new leader, and it cannot shrink the ISR without ZooKeeper), so it acknowledges none,
+    and the committed offsets never go backwards. Back (SIGCONT, or the link healed), it
+    registers again, resigns the partition (Ready -> Down), and the members find the new
+    coordinator."""
+    run = group_run(f"failover-{fault}", per_broker=zookeeper_through(zk_links, zk_connect))
     run.start_members(4)
     old, generation = _coordinator(run, 4)
     run.sampler.start()
@@ -319,27 +292,32 @@ def test_coordinator_cut_from_zookeeper_then_healed(
     offsets_partition = _offsets_partition(cluster, run.group)
     failures_before = run.ledger().commit_failures
     fault_at = time.monotonic()
-    zk_links[old].cut()
+    if fault == "paused":
+        os.kill(coordinator.pid, signal.SIGSTOP)
+    else:
+        zk_links[old].cut()
     try:
         until(lambda: old not in cluster.registered(), cluster.failover_bound,
-              f"broker {old}'s session expired")
+              f"broker {old}'s registration expired")
         until(lambda: cluster.state("__consumer_offsets", offsets_partition)["leader"]
               not in (old, -1), cluster.failover_bound,
               f"__consumer_offsets-{offsets_partition} led by another broker")
-        # the zombie still takes commits; it answers them with an error, never with success
-        until(lambda: run.ledger().commit_failures > failures_before, 30,
-              "a member's commit refused by the cut-off coordinator")
+        if fault == "cut":  # it still takes commits: it answers them with an error
+            until(lambda: run.ledger().commit_failures > failures_before, 30,
+                  "a member's commit refused by the cut-off coordinator")
     finally:
-        zk_links[old].restore()
-    healed_at = time.monotonic()
+        if fault == "paused":
+            os.kill(coordinator.pid, signal.SIGCONT)
+        else:
+            zk_links[old].restore()
+    back_at = time.monotonic()
     until(lambda: old in cluster.registered(), cluster.failover_bound,
-          f"broker {old} registered again once its link healed")
+          f"broker {old} registered again")
     coordinator.wait_for_log(
         f"event='offsets_partition_transition' partition={offsets_partition} "
         "from='Ready' to='Down'", timeout=cluster.failover_bound)
-    _finish("cut from ZooKeeper, then healed", run, old=old, fault_at=fault_at,
-            generation=generation)
-    print(f"(cut for {healed_at - fault_at:.2f} s)")
+    _finish(ZOMBIES[fault], run, old=old, fault_at=fault_at, generation=generation)
+    print(f"({fault} for {back_at - fault_at:.2f} s)")
     assert coordinator.running
 
 
