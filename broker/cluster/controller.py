@@ -77,6 +77,7 @@ class ControllerEvent(Enum):
     REASSIGN = "reassign"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
     PREFERRED_ELECTION = "preferred election"
+    REPLICA_DELETED = "replica deleted"
 
 
 @dataclass
@@ -84,6 +85,23 @@ class _Event:
     kind: ControllerEvent
     payload: Any = None
     reply: Callable[[Any], None] | None = None
+
+
+@dataclass
+class _Deletion:
+    """A topic being deleted: its replicas, and the brokers that have not yet confirmed
+    deleting theirs (Kafka's TopicDeletionManager: a replica on a dead broker waits for it)."""
+
+    assignment: dict[int, tuple[int, ...]]
+    waiting: set[int]
+
+    @classmethod
+    def of(cls, assignment: dict[int, tuple[int, ...]]) -> _Deletion:
+        return cls(dict(assignment), {b for replicas in assignment.values() for b in replicas})
+
+    def partitions_on(self, topic: str, broker_id: int) -> list[TopicPartition]:
+        return [(topic, p) for p, replicas in sorted(self.assignment.items())
+                if broker_id in replicas]
 
 
 @dataclass
@@ -130,6 +148,7 @@ class Controller:
     _queues: dict[int, RequestQueue] = field(default_factory=dict)
     _nursery: trio.Nursery | None = None
     _rewatch_pending: bool = False
+    _deleting: dict[str, _Deletion] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.model = ControllerModel(self.broker_id, self.elected.epoch)
@@ -210,7 +229,11 @@ class Controller:
         registrations = await self.zoo.call(self._read_brokers_and_watch)
         self.model.live = registrations
         topics = await self.zoo.call(self._read_topics_and_watch)
+        deleting = await self.zoo.call(self.zoo.kazoo.get_children, zk.DELETE_TOPICS)
         for topic, (assignment, configs, states) in topics.items():
+            if topic in deleting:  # a deletion the last controller began: carry it on
+                self._deleting[topic] = _Deletion.of(assignment)
+                continue
             self.model.add_topic(topic, assignment, configs)
             for partition, state in states.items():
                 self.model.adopt_state((topic, partition), state)
@@ -220,6 +243,8 @@ class Controller:
         await self._write(self.model.elect_new(missing))
         await self._settle(self.model.elect_after_broker_change)
         self._tell(self.model.partitions())
+        for topic in sorted(self._deleting):
+            self._send_deletions(topic, self.model.live)
         await self.zoo.call(self._watch_deletions)
         self.model.reassigning = {
             tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
@@ -364,6 +389,8 @@ class Controller:
             mine = [tp for tp in self.model.partitions()
                     if set(self.model.replicas(tp)) & set(came)]
             self._send_leader_and_isr(mine, only=set(came))
+            for topic in sorted(self._deleting):  # and delete what they hold of a deleted one
+                self._send_deletions(topic, came)
         self._tell([c.tp for c in changes])
         await self._advance_reassignments()
 
@@ -371,7 +398,8 @@ class Controller:
         def read() -> dict[str, Any]:
             names = self.zoo.kazoo.get_children(
                 zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
-            return {n: self._read_topic(n) for n in names if n not in self.model.assignments}
+            return {n: self._read_topic(n) for n in names
+                    if n not in self.model.assignments and n not in self._deleting}
 
         await self._add(await self.zoo.call(read))
 
@@ -406,14 +434,54 @@ class Controller:
             await self._on_delete_topics(names)
 
     async def _on_delete_topics(self, names: list[str]) -> None:
+        """The topic leaves the model and every broker's metadata at once; each replica is
+        told to delete its log, and the znodes -- the name -- go once all have (a replica on a
+        dead broker waits for its return: that broker must not keep the old log under a name
+        that may be created again)."""
         for topic in sorted(names):
-            tps = [(topic, p) for p in sorted(self.model.assignments.get(topic, {}))]
-            for broker_id, body in self.model.stop_replica(tps, delete=True).items():
-                self._queue(broker_id, ApiKey.STOP_REPLICA, body)
-            await self._fenced(self._delete_topic_znodes, topic)
+            if topic in self._deleting:
+                continue
+            assignment = self.model.assignments.get(topic)
+            if assignment is None:  # nothing of it left but the request
+                await self._fenced(self._delete_topic_znodes, topic)
+                continue
+            deletion = self._deleting[topic] = _Deletion.of(assignment)
             self.model.remove_topic(topic)
-            log.info("controller.topic_deleted", topic=topic, partitions=len(tps))
+            log.info("controller.topic_deletion_started", topic=topic,
+                     partitions=len(assignment),
+                     waiting_for_dead=sorted(deletion.waiting - set(self.model.live)))
+            self._send_deletions(topic, self.model.live)
         self._broadcast_metadata()
+
+    def _send_deletions(self, topic: str, brokers: Iterable[int]) -> None:
+        deletion = self._deleting[topic]
+        for broker_id in sorted(deletion.waiting & set(brokers)):
+            queue = self._queues.get(broker_id)
+            if queue is not None:
+                body = self.model.stop_replica_request(deletion.partitions_on(topic, broker_id),
+                                                       delete=True)
+                queue.put(ApiKey.STOP_REPLICA, body,
+                          functools.partial(self._replica_deleted, broker_id, topic))
+
+    def _replica_deleted(self, broker_id: int, topic: str,
+                         result: dict[str, Any] | BaseException) -> None:
+        if isinstance(result, dict) and not result["error_code"] and not any(
+                p["error_code"] for p in result["partitions"]):
+            self.submit(ControllerEvent.REPLICA_DELETED, (topic, broker_id))
+        else:  # retried when the broker registers again, or by the next controller
+            self._answered(broker_id, ApiKey.STOP_REPLICA, result)
+
+    async def _on_replica_deleted(self, deleted: tuple[str, int]) -> None:
+        topic, broker_id = deleted
+        deletion = self._deleting.get(topic)
+        if deletion is None:
+            return
+        deletion.waiting.discard(broker_id)
+        if deletion.waiting:
+            return
+        await self._fenced(self._delete_topic_znodes, topic)
+        del self._deleting[topic]
+        log.info("controller.topic_deleted", topic=topic, partitions=len(deletion.assignment))
 
     def _delete_topic_znodes(self, topic: str) -> None:
         client = self.zoo.kazoo
@@ -752,6 +820,7 @@ _HANDLERS: dict[ControllerEvent, Callable[[Controller, Any], Awaitable[Any]]] = 
     ControllerEvent.REASSIGN: Controller._on_reassign,
     ControllerEvent.CONTROLLED_SHUTDOWN: Controller._on_controlled_shutdown,
     ControllerEvent.PREFERRED_ELECTION: Controller._on_preferred_election,
+    ControllerEvent.REPLICA_DELETED: Controller._on_replica_deleted,
 }
 assert set(_HANDLERS) == set(ControllerEvent) - {ControllerEvent.RESIGN}, (
     "every controller event needs a handler")

@@ -283,14 +283,20 @@ class ControllerModel:
 
     def stop_replica(self, tps: Iterable[TopicPartition], *, delete: bool
                      ) -> dict[int, dict[str, Any]]:
-        per_broker: dict[int, list[dict[str, Any]]] = {}
+        per_broker: dict[int, list[TopicPartition]] = {}
         for topic, partition in tps:
             for replica in self.assignments.get(topic, {}).get(partition, ()):
                 if replica in self.live:
-                    per_broker.setdefault(replica, []).append(
-                        {"topic": topic, "partition": partition})
-        return {b: {**self._controller_fields(), "delete_partitions": delete, "partitions": e}
-                for b, e in per_broker.items()}
+                    per_broker.setdefault(replica, []).append((topic, partition))
+        return {b: self.stop_replica_request(found, delete=delete)
+                for b, found in per_broker.items()}
+
+    def stop_replica_request(self, tps: Iterable[TopicPartition], *, delete: bool
+                             ) -> dict[str, Any]:
+        """One broker's StopReplica for ``tps`` (also for a topic no longer in the model:
+        a deletion still waiting for a replica)."""
+        return {**self._controller_fields(), "delete_partitions": delete,
+                "partitions": [{"topic": t, "partition": p} for t, p in tps]}
 
     def unclean_allowed(self, topic: str) -> bool:
         """unclean_leader_election_enable: the topic's config, else the broker default."""

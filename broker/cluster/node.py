@@ -570,6 +570,11 @@ class ClusterNode:
             tx.create(zk.topic_path(name), zk.encode_assignment(assignment))
             results = tx.commit()
             if any(isinstance(r, NodeExistsError) for r in results):
+                if client.exists(zk.delete_topic_path(name)):
+                    raise TopicAlreadyExistsError(
+                        f"topic {name!r} is marked for deletion; the name is free once "
+                        "every replica has deleted its log (a broker that is down does so "
+                        "when it returns)")
                 raise TopicAlreadyExistsError(f"topic {name!r} already exists")
             for r in results:
                 if isinstance(r, Exception):
