@@ -7,12 +7,13 @@ error for a failed topic, its message naming the topic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, Unpack
 
-from client.errors import ConfigError, IllegalStateError, partition_error
+from client.errors import BrokerConnectionError, ConfigError, IllegalStateError, partition_error
 from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
@@ -79,6 +80,15 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 #: DescribeClientQuotas' match types
 _MATCH_EXACT, _MATCH_DEFAULT = 0, 1
+#: the pause before asking the controller again, after it could not be reached or had moved
+_CONTROLLER_RETRY_S = 0.1
+
+
+def _not_controller(body: Mapping[str, Any]) -> bool:
+    """The answer says the broker asked is not the controller (the whole request, or any of
+    its topics)."""
+    codes = [body.get("error_code"), *(t.get("error_code") for t in body.get("topics", ()))]
+    return ErrorCode.NOT_CONTROLLER in codes
 
 
 @dataclass(frozen=True)
@@ -479,13 +489,27 @@ class Admin:
 
     def _ask_controller(self, api: ApiKey, body: dict[str, Any], *, api_version: int = 0
                         ) -> dict[str, Any]:
-        metadata = self._refresh()
-        node = metadata.controller_id
-        if node not in metadata.brokers:
-            node = self._network.least_loaded_node()
-        result: dict[str, Any] = self._network.send(
-            node, api, body, api_version=api_version).result(self._timeout + 5)
-        return result
+        """The request to the controller the latest metadata names; asked again, with fresh
+        metadata, while that broker cannot be reached or answers NOT_CONTROLLER (the
+        controller moved), until the admin's timeout -- as Kafka's AdminClient does. A retry
+        after a connection lost mid-request may find its own work done (CreateTopics: the
+        topic already exists)."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            metadata = self._refresh()
+            node = metadata.controller_id
+            if node not in metadata.brokers:
+                node = self._network.least_loaded_node()
+            try:
+                result: dict[str, Any] = self._network.send(
+                    node, api, body, api_version=api_version).result(self._timeout + 5)
+            except BrokerConnectionError:
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                if not _not_controller(result) or time.monotonic() >= deadline:
+                    return result
+            self._network.poll(_CONTROLLER_RETRY_S)
 
     @staticmethod
     def _topic_results(body: dict[str, Any]) -> dict[str, BrokerError | None]:

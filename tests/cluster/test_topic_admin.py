@@ -69,3 +69,19 @@ def test_a_single_broker_takes_an_assignment_naming_itself_only(broker: BrokerPr
             admin.create_topic("theirs", replica_assignment={0: [5]})
         assert admin.describe_topics(["mine"])[0].partitions[0].replicas == (
             broker.node_id or 0,)
+
+
+@pytest.mark.timeout(90)
+def test_an_admin_request_right_after_the_controller_died_waits_for_the_next_one(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    """The survivors' metadata names the dead controller until ZooKeeper has noticed: the
+    admin asks again, with fresh metadata, until the next one answers (Kafka's AdminClient)."""
+    cluster = make_cluster(3)
+    old = cluster.controller_id()
+    assert old is not None
+    survivor = cluster.any_running(but=old)
+    cluster.brokers[old].kill()
+    with Admin(survivor.bootstrap, timeout_ms=int(cluster.failover_bound * 1000)) as admin:
+        admin.elect_leaders()  # ElectLeaders: the controller's alone, NOT_CONTROLLER elsewhere
+    assert cluster.controller_id() not in (None, old)
