@@ -2,7 +2,10 @@
 
 Group and offsets-partition state machines (``group_state``, ``loader_state``), assignment
 strategies (``assignors``), the records written to ``__consumer_offsets`` (``offsets_topic``),
-and ``GroupCoordinator``, which ties them together. Time comes in as an argument; effects go out
+the jobs -- ``membership`` (joins, heartbeats, leaves, rounds and their timers), ``offsets``
+(commits, fetches, deletes, expiry; Kafka's GroupMetadataManager), ``loader`` (the offsets
+partitions and their loading) -- and ``GroupCoordinator``, the thin front that dispatches to
+them and hands back the effects collected in their shared ``outbox``. Time comes in as an argument; effects go out
 as values. The broker is only its driver.
 
 The driver's contract

@@ -1,7 +1,8 @@
 """One consumer group in memory: its members, held joins, round in progress and offsets.
 
-Plain data. The rules that change it live in ``coordinator.coordinator``; the moves between
-states are checked against ``coordinator.group_state.GROUP_MACHINE`` there.
+Mostly data, with the rules that read or change nothing but the group itself: its moves are
+checked against ``coordinator.group_state.GROUP_MACHINE`` here; membership rounds live in
+``coordinator.membership`` and offsets in ``coordinator.offsets``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from coordinator.assignors import Assignment, TopicPartition
-from coordinator.group_state import GroupState
+from coordinator.group_state import GROUP_MACHINE, GroupEvent, GroupState
 from coordinator.offsets_topic import MemberValue, OffsetValue
 
 
@@ -86,6 +87,23 @@ class Member:
             self.rebalance_timeout_ms, self.subscription, assignment,
         )
 
+    def changed_by(self, join: JoinRequest) -> bool:
+        """Whether this JoinGroup changes what the group record holds about the member's
+        subscription and timeouts -- which takes a round."""
+        return (
+            self.subscription != join.subscription
+            or self.session_timeout_ms != join.session_timeout_ms
+            or self.rebalance_timeout_ms != join.rebalance_timeout_ms
+        )
+
+    def take_join(self, join: JoinRequest) -> None:
+        """What the group record holds about a member changes only through a round: the
+        JoinGroup that starts it brings the new values."""
+        self.client_id, self.client_host = join.client_id, join.client_host
+        self.session_timeout_ms = join.session_timeout_ms
+        self.rebalance_timeout_ms = join.rebalance_timeout_ms
+        self.subscription = join.subscription
+
 
 @dataclass(slots=True)
 class Round:
@@ -122,6 +140,50 @@ class Group:
         topics = {t for m in self.members.values() for t in m.subscription}
         topics.update(t for j in self.new_joins for t in j.subscription)
         return topics
+
+    def move(self, event: GroupEvent, now_ms: int) -> GroupState:
+        """Take ``event`` through the table (``IllegalTransition`` if it lists no such move);
+        returns the state before."""
+        old = self.state
+        self.state = GROUP_MACHINE.next_state(old, event)
+        if old is GroupState.PREPARE_REBALANCE and event is not GroupEvent.SLOW_MEMBER_RETURNED:
+            self.cancellable_by = None  # anything else happening means someone has reacted
+        if self.state is not old:
+            self.state_since_ms = now_ms
+        return old
+
+    def confirm(self, member: Member) -> None:
+        """The member sent a request with its id: it knows it, and it has reacted."""
+        member.unconfirmed_connection = None
+        if self.cancellable_by not in (None, member.member_id):
+            self.cancellable_by = None
+
+    def member_or_slow(self, member_id: str) -> Member | None:
+        """A member, or one whose session expired in this join phase (it may still rejoin or
+        commit with its id: seed 001's slow consumers)."""
+        member = self.members.get(member_id)
+        if member is None and self.state is GroupState.PREPARE_REBALANCE:
+            member = self.expired.get(member_id)
+        return member
+
+    def held_joins(self) -> list[JoinRequest]:
+        """Every JoinGroup the group holds an answer for."""
+        held = [m.join for m in self.members.values() if m.join is not None]
+        held += self.new_joins
+        held += [d for d in self.deferred if isinstance(d, JoinRequest)]
+        return held
+
+    def assignment_outdated(self, partition_counts: dict[str, int]) -> bool:
+        """Whether what members own (or will own) differs from every partition of the
+        subscribed topics, counted as ``partition_counts`` says."""
+        owned: dict[str, set[int]] = {}
+        for assignment in self.current_assignments().values():
+            for tp in assignment:
+                owned.setdefault(tp.topic, set()).add(tp.partition)
+        return any(
+            owned.get(topic, set()) != set(range(partition_counts.get(topic, 0)))
+            for topic in self.subscribed_topics() | set(owned)
+        )
 
     def current_assignments(self) -> dict[str, Assignment]:
         """What members own now, or will own once the round being written is."""

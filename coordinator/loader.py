@@ -1,4 +1,6 @@
-"""One ``__consumer_offsets`` partition as this coordinator sees it: loader state and its groups.
+"""The ``__consumer_offsets`` partitions as this coordinator sees them: each one's loader state
+and groups (``OffsetsPartition``), and the lookups from a group id to them
+(``OffsetsPartitions``).
 
 While catching up, records are read in log order into "newest value per key" maps -- exactly
 what log compaction would keep -- and the groups are rebuilt from them once the load finishes.
@@ -11,7 +13,7 @@ from collections.abc import Iterable
 from coordinator.assignors import TopicPartition
 from coordinator.group import Group, Member
 from coordinator.group_state import GroupState
-from coordinator.loader_state import LoaderState
+from coordinator.loader_state import REQUEST_ANSWER, LoaderState
 from coordinator.offsets_topic import (
     GroupKey,
     GroupValue,
@@ -22,7 +24,9 @@ from coordinator.offsets_topic import (
     decode_group_value,
     decode_key,
     decode_offset_value,
+    offsets_partition_for,
 )
+from protocol.errors import ErrorCode
 
 
 class OffsetsPartition:
@@ -96,3 +100,47 @@ class OffsetsPartition:
             group.offsets[TopicPartition(key.topic, key.partition)] = offset
         self.discard_read()
         return groups
+
+
+class OffsetsPartitions:
+    """Every partition of ``__consumer_offsets``, led here or not, and which one a group is in."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._partitions = {p: OffsetsPartition(p) for p in range(count)}
+
+    def __getitem__(self, partition: int) -> OffsetsPartition:
+        return self._partitions[partition]
+
+    def get(self, partition: int) -> OffsetsPartition | None:
+        return self._partitions.get(partition)
+
+    def of(self, group_id: str) -> OffsetsPartition:
+        return self._partitions[offsets_partition_for(group_id, self.count)]
+
+    def gate(self, group_id: str) -> tuple[OffsetsPartition, ErrorCode]:
+        """The group's offsets partition and how its state answers (NONE: go ahead)."""
+        loader = self.of(group_id)
+        if not group_id:
+            return loader, ErrorCode.INVALID_GROUP_ID
+        return loader, REQUEST_ANSWER[loader.state]
+
+    def loaded_group(self, group_id: str) -> Group | None:
+        loader = self.of(group_id)
+        if loader.state is not LoaderState.READY:
+            return None
+        return loader.groups.get(group_id)
+
+    def is_live(self, group: Group) -> bool:
+        """Whether ``group`` is still the one loaded under its id (not deleted, expired or
+        unloaded since a callback was set up for it)."""
+        return self.loaded_group(group.group_id) is group
+
+    def ready(self) -> list[OffsetsPartition]:
+        return [p for p in self._partitions.values() if p.state is LoaderState.READY]
+
+    def loading(self) -> bool:
+        return any(p.state is LoaderState.CATCH_UP for p in self._partitions.values())
+
+    def groups(self) -> list[Group]:
+        return [g for p in self.ready() for g in p.groups.values()]

@@ -1,0 +1,584 @@
+"""Group membership: JoinGroup, Heartbeat and LeaveGroup, the join phase and its rounds, and the
+session, rebalance and initial-delay timers.
+
+Seed 001's rebalance: the coordinator "waits for the consumers to send it a JoinGroupRequest",
+then "increments the group generation id, assigns consumer ids where required and does the
+partition assignment" -- the new generation is written to ``__consumer_offsets`` and the held
+JoinGroups are answered once it is. Every move goes through ``Outbox.move``, checked against
+``GROUP_MACHINE``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+import structlog
+
+from coordinator.answers import (
+    append_error_answer,
+    error_body,
+    join_answer,
+    join_error,
+)
+from coordinator.assignors import AssignmentStrategy
+from coordinator.config import CoordinatorConfig
+from coordinator.effects import RequestContext, TimerKey, TimerKind
+from coordinator.group import (
+    DeferredLeave,
+    DeferredTopicsCheck,
+    Group,
+    JoinRequest,
+    Member,
+    Round,
+)
+from coordinator.group_state import HEARTBEAT_ANSWER, GroupEvent, GroupState
+from coordinator.loader import OffsetsPartitions
+from coordinator.offsets_topic import GroupKey, GroupValue, group_record
+from coordinator.outbox import Outbox
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("odradek.coordinator")
+
+#: partitions of a topic, or None if the topic does not exist (injected by the broker)
+TopicPartitionsLookup = Callable[[str], int | None]
+
+_E = ErrorCode
+_S = GroupState
+_G = GroupEvent
+
+
+def new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class Membership:
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        partitions: OffsetsPartitions,
+        outbox: Outbox,
+        strategies: dict[str, AssignmentStrategy],
+        topic_partitions: TopicPartitionsLookup,
+        new_uuid: Callable[[], str] = new_uuid,
+    ) -> None:
+        self.config = config
+        self.strategies = strategies
+        self._partitions = partitions
+        self._out = outbox
+        self._topic_partitions = topic_partitions
+        self._new_uuid = new_uuid
+        # connection -> groups holding a new member's join, or a member not yet using its id
+        self._watched: dict[Hashable, set[str]] = {}
+
+    # ============================================================================== requests
+
+    def join_group(self, body: dict[str, Any], ctx: RequestContext) -> None:
+        group_id, member_id = body["group_id"], body["member_id"]
+        loader, code = self._partitions.gate(group_id)
+        if code is not _E.NONE:
+            self._out.respond(ctx.token, join_error(code, member_id))
+            return
+        refusal = self._refuse_join(body)
+        if refusal is not None:
+            code, message = refusal
+            self._out.respond(ctx.token, join_error(code, member_id, message))
+            return
+        group = loader.groups.get(group_id)
+        if group is None:
+            if member_id:  # seed: an unknown consumer id cannot join
+                self._out.respond(ctx.token, join_error(_E.UNKNOWN_MEMBER_ID, member_id))
+                return
+            group = loader.groups[group_id] = Group(group_id, loader.partition,
+                                                    state_since_ms=ctx.now_ms)
+            self._out.counters["group.created"] += 1
+        strategy = body["assignment_strategy"]
+        if group.state is not _S.EMPTY and strategy != group.strategy:
+            self._out.respond(ctx.token, join_error(
+                _E.INCONSISTENT_GROUP_PROTOCOL, member_id,
+                f"the group uses {group.strategy!r}"))
+            return
+        session, rebalance = body["session_timeout_ms"], body["rebalance_timeout_ms"]
+        join = JoinRequest(
+            ctx.token, ctx.connection, member_id, ctx.client_id, ctx.client_host, session,
+            rebalance if rebalance > 0 else session,
+            tuple(sorted(set(body["topics"]))), strategy,
+        )
+        self._accept_join(group, join, ctx.now_ms)
+
+    def _refuse_join(self, body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+        """A JoinGroup whose settings this coordinator does not accept, whatever the group."""
+        session = body["session_timeout_ms"]
+        low = self.config.group_min_session_timeout_ms
+        high = self.config.group_max_session_timeout_ms
+        if not low <= session <= high:
+            return (_E.INVALID_SESSION_TIMEOUT,
+                    f"session_timeout_ms {session} is outside [{low}, {high}]")
+        strategy = body["assignment_strategy"]
+        if strategy not in self.strategies:
+            return (_E.UNKNOWN_ASSIGNMENT_STRATEGY,
+                    f"{strategy!r} is not one of {sorted(self.strategies)}")
+        return None
+
+    def heartbeat(self, body: dict[str, Any], ctx: RequestContext) -> None:
+        self._out.respond(ctx.token, error_body(self._heartbeat_answer(body, ctx.now_ms)))
+
+    def _heartbeat_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
+        group_id, member_id, generation = body["group_id"], body["member_id"], body["generation_id"]
+        loader, code = self._partitions.gate(group_id)
+        if code is not _E.NONE:
+            return code
+        group = loader.groups.get(group_id)
+        if group is None:
+            return _E.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            return self._slow_member_heartbeat(group, member_id, generation, now_ms)
+        group.confirm(member)
+        if generation != group.generation:
+            return _E.ILLEGAL_GENERATION
+        if member.session_deadline_ms is not None:
+            self.touch_session(group, member, now_ms)
+        return HEARTBEAT_ANSWER[group.state]
+
+    def _slow_member_heartbeat(
+        self, group: Group, member_id: str, generation: int, now_ms: int
+    ) -> ErrorCode:
+        slow = group.expired.get(member_id) if group.state is _S.PREPARE_REBALANCE else None
+        if slow is None:
+            return _E.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return _E.ILLEGAL_GENERATION
+        if group.cancellable_by != member_id:
+            return _E.REBALANCE_IN_PROGRESS
+        # seed: "If the slow consumer sends a HeartbeatRequest before the co-ordinator
+        # receives a HeartbeatRequest from any of the rest of the consumers, it cancels the
+        # rebalance attempt and sends the HeartbeatResponses with no error code"
+        del group.expired[member_id]
+        group.members[member_id] = slow
+        self._clear_join_timers(group)
+        self._out.move(group, _G.SLOW_MEMBER_RETURNED, f"{member_id} heartbeat first", now_ms)
+        self.touch_session(group, slow, now_ms)
+        return _E.NONE
+
+    def leave_group(self, body: dict[str, Any], ctx: RequestContext) -> None:
+        self._out.respond(ctx.token, error_body(self._leave_answer(body, ctx.now_ms)))
+
+    def _leave_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
+        group_id, member_id = body["group_id"], body["member_id"]
+        loader, code = self._partitions.gate(group_id)
+        if code is not _E.NONE:
+            return code
+        group = loader.groups.get(group_id)
+        if group is None:
+            return _E.UNKNOWN_MEMBER_ID
+        member = group.members.get(member_id)
+        if member is None:
+            if group.state is _S.PREPARE_REBALANCE and member_id in group.expired:
+                del group.expired[member_id]
+                if group.cancellable_by == member_id:
+                    group.cancellable_by = None
+                return _E.NONE
+            return _E.UNKNOWN_MEMBER_ID
+        group.confirm(member)
+        self._leave(group, member, "LeaveGroup", now_ms)
+        return _E.NONE
+
+    # ================================================================= events from the driver
+
+    def on_timer(self, key: TimerKey, now_ms: int) -> None:
+        group = self._partitions.loaded_group(key.group_id)
+        if group is None:
+            return
+        if key.kind is TimerKind.SESSION:
+            self._session_timer(group, key.member_id, now_ms)
+        elif key.kind is TimerKind.REBALANCE:
+            self._rebalance_timer(group, now_ms)
+        else:
+            self._initial_delay_timer(group, now_ms)
+
+    def on_topic_changed(self, topic: str, count: int | None, now_ms: int) -> None:
+        for partition in self._partitions.ready():
+            for group in list(partition.groups.values()):
+                if topic in group.subscribed_topics():
+                    self.check_topics(group, now_ms, f"topic {topic} has {count} partitions")
+
+    def on_disconnect(self, connection: Hashable, now_ms: int) -> None:
+        """A new member's join held on the closed connection is dropped, and a member whose
+        first JoinGroup answer went to it but who never used its id since is removed: its client
+        cannot know its id, so it would otherwise hold partitions until its session expired
+        (Kafka's KAFKA-7610 zombies)."""
+        for group_id in sorted(self._watched.pop(connection, ())):
+            group = self._partitions.loaded_group(group_id)
+            if group is None:
+                continue
+            dropped = [j for j in group.new_joins if j.connection == connection]
+            dropped += [
+                d for d in group.deferred
+                if isinstance(d, JoinRequest) and not d.member_id and d.connection == connection
+            ]
+            for join in dropped:  # answered all the same: every token gets one answer
+                self._out.respond(join.token, join_error(_E.UNKNOWN_MEMBER_ID, "",
+                                                         "connection closed"))
+            group.new_joins = [j for j in group.new_joins if j not in dropped]
+            group.deferred = [d for d in group.deferred if d not in dropped]
+            for member in [
+                m for m in group.members.values() if m.unconfirmed_connection == connection
+            ]:
+                self._leave(group, member, "connection closed before the member used its id",
+                            now_ms)
+            self._maybe_end_join_phase(group, now_ms)
+
+    def loaded(self, groups: Iterable[Group], now_ms: int) -> None:
+        """Groups just loaded: members' sessions start now, and a stored assignment that no
+        longer matches the topics starts a round."""
+        for group in groups:
+            for member in group.members.values():
+                self.touch_session(group, member, now_ms)
+            if group.state is _S.STEADY:
+                self.check_topics(group, now_ms, "loaded assignment differs from the topics")
+
+    def unload(self, group: Group, now_ms: int) -> None:
+        for join in group.held_joins():
+            self._out.respond(join.token, join_error(_E.NOT_COORDINATOR, join.member_id))
+        for member in group.members.values():
+            self.pause_session(group, member)
+        self._clear_join_timers(group)
+        self._out.move(group, _G.UNLOADED, "offsets partition resigned", now_ms)
+
+    # ============================================================================== sessions
+
+    def _session_key(self, group: Group, member_id: str) -> TimerKey:
+        return TimerKey(TimerKind.SESSION, group.group_id, member_id)
+
+    def touch_session(self, group: Group, member: Member, now_ms: int) -> None:
+        """Start or extend the session. Heartbeats only move the deadline; the armed timer
+        catches up when it fires, so a heartbeat costs no timer effect."""
+        member.session_deadline_ms = now_ms + member.session_timeout_ms
+        if member.session_timer_ms is None or member.session_deadline_ms < member.session_timer_ms:
+            member.session_timer_ms = member.session_deadline_ms
+            self._out.set_timer(self._session_key(group, member.member_id),
+                                member.session_timer_ms)
+
+    def pause_session(self, group: Group, member: Member) -> None:
+        member.session_deadline_ms = None
+        if member.session_timer_ms is not None:
+            member.session_timer_ms = None
+            self._out.cancel_timer(self._session_key(group, member.member_id))
+
+    def hold_session(self, group: Group | None, member_id: str) -> tuple[Group, Member] | None:
+        """A member's commit is held until written (on the ISR, in a cluster): its heartbeats
+        wait behind it on its connection, so its session timer pauses meanwhile -- as between
+        a JoinGroup and its answer (seed 001: the broker reads one request per connection at a
+        time). Else a follower that died, kept in the ISR until the controller notices, would
+        get live members of groups whose coordinator is fine expelled."""
+        member = None if group is None or not member_id else group.members.get(member_id)
+        if group is None or member is None:
+            return None
+        member.commits_held += 1
+        self.pause_session(group, member)
+        return group, member
+
+    def release_session(self, group: Group, member: Member, now_ms: int) -> None:
+        """The held commit is answered: the session restarts, unless the member is gone or its
+        JoinGroup is held (the round's answer restarts it)."""
+        member.commits_held -= 1
+        if (member.commits_held == 0 and member.join is None and self._partitions.is_live(group)
+                and group.members.get(member.member_id) is member):
+            self.touch_session(group, member, now_ms)
+
+    def _clear_join_timers(self, group: Group) -> None:
+        if group.rebalance_deadline_ms is not None:
+            group.rebalance_deadline_ms = None
+            self._out.cancel_timer(TimerKey(TimerKind.REBALANCE, group.group_id))
+        if group.initial_delay_until_ms is not None:
+            group.initial_delay_until_ms = None
+            self._out.cancel_timer(TimerKey(TimerKind.INITIAL_DELAY, group.group_id))
+
+    def _session_timer(self, group: Group, member_id: str, now_ms: int) -> None:
+        member = group.members.get(member_id)
+        if member is None or member.session_timer_ms is None:
+            return
+        member.session_timer_ms = None
+        deadline = member.session_deadline_ms
+        if deadline is None:
+            return
+        if deadline > now_ms:  # heartbeats moved it on
+            member.session_timer_ms = deadline
+            self._out.set_timer(self._session_key(group, member_id), deadline)
+            return
+        member.session_deadline_ms = None
+        del group.members[member_id]
+        group.expired[member_id] = member
+        was_steady = group.state is _S.STEADY
+        self._out.move(group, _G.SESSION_EXPIRED,
+                       f"{member_id} silent for {member.session_timeout_ms} ms", now_ms)
+        if was_steady:
+            self._begin_join_phase(group, now_ms, first_round=False)
+            group.cancellable_by = member_id
+        self._maybe_end_join_phase(group, now_ms)
+
+    def _rebalance_timer(self, group: Group, now_ms: int) -> None:
+        deadline = group.rebalance_deadline_ms
+        if group.state is not _S.PREPARE_REBALANCE or deadline is None:
+            return
+        group.initial_delay_until_ms = None
+        self._end_join_phase(group, now_ms, "rebalance timeout")
+
+    def _initial_delay_timer(self, group: Group, now_ms: int) -> None:
+        until = group.initial_delay_until_ms
+        if group.state is not _S.PREPARE_REBALANCE or until is None:
+            return
+        if until > now_ms:  # a later member extended the wait
+            self._out.set_timer(TimerKey(TimerKind.INITIAL_DELAY, group.group_id), until)
+            return
+        group.initial_delay_until_ms = None
+        self._maybe_end_join_phase(group, now_ms)
+
+    # ============================================================================ join phase
+
+    def _begin_join_phase(self, group: Group, now_ms: int, *, first_round: bool) -> None:
+        timeouts = [m.rebalance_timeout_ms for m in group.members.values()]
+        timeouts += [j.rebalance_timeout_ms for j in group.new_joins]
+        group.rebalance_deadline_ms = now_ms + max(timeouts, default=0)
+        self._out.set_timer(TimerKey(TimerKind.REBALANCE, group.group_id),
+                            group.rebalance_deadline_ms)
+        delay = self.config.group_initial_rebalance_delay_ms
+        if first_round and delay > 0:
+            group.initial_delay_until_ms = min(now_ms + delay, group.rebalance_deadline_ms)
+            self._out.set_timer(
+                TimerKey(TimerKind.INITIAL_DELAY, group.group_id), group.initial_delay_until_ms
+            )
+
+    def _maybe_end_join_phase(self, group: Group, now_ms: int) -> None:
+        if group.state is not _S.PREPARE_REBALANCE or group.initial_delay_until_ms is not None:
+            return
+        if all(m.join is not None for m in group.members.values()):
+            self._end_join_phase(group, now_ms, "every member has joined")
+
+    def _end_join_phase(self, group: Group, now_ms: int, reason: str) -> None:
+        self._clear_join_timers(group)
+        for member in [m for m in group.members.values() if m.join is None]:
+            del group.members[member.member_id]
+            self.pause_session(group, member)
+            log.info("member_dropped", group=group.group_id, member=member.member_id,
+                     reason="did not rejoin in time")
+        group.expired.clear()
+        if not group.members and not group.new_joins:
+            # no generation to bump: nobody would hold it, and the generation in memory stays
+            # the one in the log whether or not this write lands
+            self._out.move(group, _G.JOIN_PHASE_ENDED_EMPTY, reason, now_ms)
+            value = GroupValue(group.generation, group.strategy, now_ms, ())
+            self._out.append(group.partition, (group_record(GroupKey(group.group_id), value),),
+                             self._out.log_failure("empty group record"))
+            return
+        this_round = self._assign(group)
+        group.round = this_round
+        self._out.move(group, _G.JOIN_PHASE_ENDED, reason, now_ms)
+        value = GroupValue(
+            this_round.generation, group.strategy, now_ms,
+            tuple(group.members[mid].to_value(this_round.assignments[mid])
+                  for mid in sorted(group.members)),
+        )
+        self._out.append(
+            group.partition, (group_record(GroupKey(group.group_id), value),),
+            lambda error, now: self._generation_written(group, this_round, error, now),
+        )
+
+    def _assign(self, group: Group) -> Round:
+        """New members get their ids; the group's strategy assigns the next generation."""
+        new_ids = []
+        for join in group.new_joins:
+            member_id = f"{group.group_id}-{self._new_uuid()}"
+            group.members[member_id] = Member.from_join(member_id, join)
+            new_ids.append(member_id)
+        group.new_joins = []
+        subscriptions = {mid: m.subscription for mid, m in group.members.items()}
+        assignments = self.strategies[group.strategy].assign(
+            subscriptions,
+            self._partition_counts(group.subscribed_topics()),
+            {mid: m.assignment for mid, m in group.members.items()},
+        )
+        return Round(group.generation + 1, assignments, frozenset(new_ids))
+
+    def _generation_written(
+        self, group: Group, this_round: Round, error: ErrorCode, now_ms: int
+    ) -> None:
+        if not self._partitions.is_live(group) or group.round is not this_round:
+            return
+        group.round = None
+        if error is ErrorCode.NONE:
+            group.generation = this_round.generation
+            self._out.move(group, _G.GENERATION_WRITTEN, f"generation {group.generation}",
+                           now_ms)
+            for member in group.members.values():
+                member.assignment = this_round.assignments[member.member_id]
+                if member.join is not None:
+                    self._out.respond(member.join.token, join_answer(group, member))
+                    member.join = None
+                self.touch_session(group, member, now_ms)
+        else:
+            self._round_failed(group, this_round, error, now_ms)
+        self._replay_deferred(group, now_ms)
+        self._maybe_end_join_phase(group, now_ms)
+
+    def _round_failed(self, group: Group, this_round: Round, error: ErrorCode,
+                      now_ms: int) -> None:
+        """The generation was not written: its JoinGroups get the append's error, new members
+        are forgotten (their clients never learned their ids), and the round starts over."""
+        answer = append_error_answer(error)
+        self._out.move(group, _G.GENERATION_WRITE_FAILED, f"write failed: {error.name}", now_ms)
+        for member in list(group.members.values()):
+            is_new = member.member_id in this_round.new_member_ids
+            if member.join is not None:
+                self._out.respond(member.join.token,
+                                  join_error(answer, "" if is_new else member.member_id))
+                member.join = None
+            if is_new:
+                del group.members[member.member_id]
+            else:
+                self.touch_session(group, member, now_ms)
+        self._begin_join_phase(group, now_ms, first_round=False)
+
+    def _replay_deferred(self, group: Group, now_ms: int) -> None:
+        deferred, group.deferred = group.deferred, []
+        for item in deferred:
+            if isinstance(item, JoinRequest):
+                self._accept_join(group, item, now_ms)
+            elif isinstance(item, DeferredLeave):
+                member = group.members.get(item.member_id)
+                if member is not None:
+                    self._leave(group, member, "deferred leave", now_ms)
+            else:
+                self.check_topics(group, now_ms, "deferred topic change")
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        counts = {}
+        for topic in topics:
+            count = self._topic_partitions(topic)
+            if count:
+                counts[topic] = count
+        return counts
+
+    def check_topics(self, group: Group, now_ms: int, reason: str) -> None:
+        if group.state is _S.PREPARE_REBALANCE:
+            self._out.move(group, _G.TOPICS_CHANGED, reason, now_ms)
+        elif group.state in (_S.STEADY, _S.REBALANCING) and group.assignment_outdated(
+            self._partition_counts(group.subscribed_topics())
+        ):
+            if group.state is _S.REBALANCING:
+                group.deferred.append(DeferredTopicsCheck())
+                self._out.move(group, _G.TOPICS_CHANGED, reason + " (deferred)", now_ms)
+            else:
+                self._out.move(group, _G.TOPICS_CHANGED, reason, now_ms)
+                self._begin_join_phase(group, now_ms, first_round=False)
+
+    # ========================================================================= member changes
+
+    def _watch(self, connection: Hashable | None, group: Group) -> None:
+        if connection is not None:
+            self._watched.setdefault(connection, set()).add(group.group_id)
+
+    def _accept_join(self, group: Group, join: JoinRequest, now_ms: int) -> None:
+        """A JoinGroup that passed validation (or a deferred one, replayed)."""
+        state = group.state
+        member = None
+        if join.member_id:
+            member = group.members.get(join.member_id)
+            if member is None and state is _S.PREPARE_REBALANCE:
+                member = group.expired.pop(join.member_id, None)  # seed: Slow consumers
+                if member is not None:
+                    group.members[member.member_id] = member
+            if member is None:
+                self._out.respond(join.token, join_error(_E.UNKNOWN_MEMBER_ID, join.member_id))
+                return
+            group.confirm(member)
+        if state is _S.EMPTY:
+            group.strategy = join.strategy
+            group.new_joins.append(join)
+            self._watch(join.connection, group)
+            self._out.move(group, _G.MEMBER_JOINED, "first member", now_ms)
+            self._begin_join_phase(group, now_ms, first_round=True)
+            self._maybe_end_join_phase(group, now_ms)
+        elif state is _S.REBALANCING:
+            self._join_while_written(group, member, join, now_ms)
+        elif member is None:
+            self._new_member_joins(group, join, now_ms)
+        else:
+            self._member_rejoins(group, member, join, now_ms)
+
+    def _join_while_written(self, group: Group, member: Member | None, join: JoinRequest,
+                            now_ms: int) -> None:
+        """A round is being written: an unchanged member's retry waits for it; anything that
+        would change it is deferred to a round that starts right after."""
+        if member is not None and not member.changed_by(join):
+            self._hold_join(member, join)
+            self._out.move(group, _G.MEMBER_REJOINED, f"{member.member_id} retried", now_ms)
+            return
+        if member is not None:
+            self._hold_join(member, None)
+        else:
+            self._watch(join.connection, group)
+        group.deferred.append(join)
+        self._out.move(group, _G.MEMBER_JOINED, "deferred to the next round", now_ms)
+
+    def _new_member_joins(self, group: Group, join: JoinRequest, now_ms: int) -> None:
+        was_steady = group.state is _S.STEADY
+        group.new_joins.append(join)
+        self._watch(join.connection, group)
+        self._out.move(group, _G.MEMBER_JOINED, "new member", now_ms)
+        if group.initial_delay_until_ms is not None and group.rebalance_deadline_ms:
+            group.initial_delay_until_ms = min(
+                now_ms + self.config.group_initial_rebalance_delay_ms,
+                group.rebalance_deadline_ms,
+            )
+        if was_steady:
+            self._begin_join_phase(group, now_ms, first_round=False)
+        self._maybe_end_join_phase(group, now_ms)
+
+    def _member_rejoins(self, group: Group, member: Member, join: JoinRequest,
+                        now_ms: int) -> None:
+        was_steady = group.state is _S.STEADY
+        changed = member.changed_by(join)
+        if was_steady and not changed:
+            self._out.move(group, _G.MEMBER_REJOINED, "subscription unchanged", now_ms)
+            self._out.respond(join.token, join_answer(group, member))
+            self.touch_session(group, member, now_ms)
+            return
+        member.take_join(join)
+        self._hold_join(member, join)
+        self.pause_session(group, member)
+        if changed:
+            self._out.move(group, _G.MEMBER_JOINED, f"{member.member_id} changed", now_ms)
+        else:
+            self._out.move(group, _G.MEMBER_REJOINED, f"{member.member_id} rejoined", now_ms)
+        if was_steady:
+            self._begin_join_phase(group, now_ms, first_round=False)
+        self._maybe_end_join_phase(group, now_ms)
+
+    def _hold_join(self, member: Member, join: JoinRequest | None) -> None:
+        """Hold ``join`` for the member; a join it replaces is answered at once."""
+        if member.join is not None:
+            self._out.respond(member.join.token,
+                              join_error(_E.REBALANCE_IN_PROGRESS, member.member_id,
+                                         "superseded by a newer JoinGroup"))
+        member.join = join
+
+    def _leave(self, group: Group, member: Member, reason: str, now_ms: int) -> None:
+        """Remove a member (LeaveGroup, or a zombie); deferred while a round is written."""
+        if group.state is _S.REBALANCING:
+            group.deferred.append(DeferredLeave(member.member_id))
+            self._out.move(group, _G.MEMBER_LEFT, reason + " (deferred)", now_ms)
+            return
+        del group.members[member.member_id]
+        self.pause_session(group, member)
+        if member.join is not None:
+            self._out.respond(member.join.token,
+                              join_error(_E.UNKNOWN_MEMBER_ID, member.member_id))
+            member.join = None
+        was_steady = group.state is _S.STEADY
+        self._out.move(group, _G.MEMBER_LEFT, f"{member.member_id}: {reason}", now_ms)
+        if was_steady:
+            self._begin_join_phase(group, now_ms, first_round=False)
+        self._maybe_end_join_phase(group, now_ms)
