@@ -11,13 +11,24 @@ SHA-256 logins). Prints one JSON line per case:
   connect, then the TLS handshake and/or the SASL exchange, then one ApiVersions), for SSL,
   SASL_PLAINTEXT and SASL_SSL with SCRAM-SHA-256 and PLAIN -- client and broker costs both
   (a SCRAM login derives the salted password on the client: 4,096 PBKDF2 rounds; a PLAIN one
-  on the broker).
+  on the broker);
+- ``failed_logins``: what a flood of failed logins costs an authenticated producer. One
+  ``Producer`` (SASL_PLAINTEXT, SCRAM-SHA-256, acks=1) sends rounds of 200 100-byte messages,
+  each flushed: the median round alone (``alone_median_ms``) and while another process fails
+  1,000 PLAIN logins with wrong passwords, 25 at a time (``attacked_median_ms``; each one a
+  PBKDF2 on the broker, and the answer held back by
+  ``connection_failed_authentication_delay_ms`` where the broker has it). ``ratio`` is the
+  producer's speed under the flood over its speed alone (1.0: no cost); ``failed_logins_per_s``
+  how fast the broker refused them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import select
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +50,13 @@ from protocol.apis import ApiKey
 
 USER, PASSWORD = "bench", "bench-password"
 ROUNDS = 3
+FAILED_LOGINS = 1000
+ATTACKERS = 25  # failed logins in flight at once
+ROUND_MESSAGES = 200
+CASES = ("producer", "consumer", "logins", "failed_logins")
+LOGIN_CASES = (("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-256"), ("SASL_PLAINTEXT", "PLAIN"),
+               ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "PLAIN"))
+REPO_ROOT = Path(__file__).resolve().parents[1]
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER = re.compile(r"odradek broker \d+ listener (\S+) on (\S+:\d+)")
 
@@ -134,10 +152,105 @@ def logins_per_s(bootstrap: str, options: dict[str, Any], seconds: float) -> flo
     return count / (time.perf_counter() - start)
 
 
+#: ``python -c _ATTACKER HOST PORT COUNT ATTACKERS``: COUNT PLAIN logins with wrong passwords,
+#: ATTACKERS at once, each read to the broker's close; "attacking" once the first has ended.
+_ATTACKER = """
+import socket, sys, threading
+from protocol.apis import ApiKey
+from protocol.wire import encode_request
+host, port, count, attackers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+guesses = iter(range(count))
+lock = threading.Lock()
+started = []
+
+def attack():
+    while True:
+        with lock:
+            guess = next(guesses, None)
+        if guess is None:
+            return
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.sendall(encode_request(ApiKey.SASL_HANDSHAKE, 0, 1, "attacker",
+                                        {"mechanism": "PLAIN"}))
+            sock.sendall(encode_request(ApiKey.SASL_AUTHENTICATE, 0, 2, "attacker",
+                                        {"auth_bytes": b"\\0bench\\0guess%d" % guess}))
+            while sock.recv(65536):
+                pass
+        with lock:
+            if not started:
+                started.append(True)
+                print("attacking", flush=True)
+
+threads = [threading.Thread(target=attack) for _ in range(attackers)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def produce_round(producer: Producer, topic: str) -> float:
+    """Seconds to have ROUND_MESSAGES 100-byte messages acknowledged."""
+    payload = b"x" * VALUE_BYTES
+    start = time.perf_counter()
+    for _ in range(ROUND_MESSAGES):
+        producer.send(topic, payload)
+    producer.flush(60)
+    return time.perf_counter() - start
+
+
+def failed_logins(address: str, ca: Path, topic: str, count: int) -> dict[str, Any]:
+    """The producer's round alone and during ``count`` failed logins (another process: the
+    attacker is a client elsewhere, not a thread sharing the producer's GIL)."""
+    host, port = address.rsplit(":", 1)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with Producer(address, acks=1, **security("SASL_PLAINTEXT", ca)) as producer:
+        for _ in range(3):
+            produce_round(producer, topic)  # logged in, warmed up
+        alone = statistics.median(produce_round(producer, topic) for _ in range(15))
+        started = time.perf_counter()
+        attacker = subprocess.Popen(
+            [sys.executable, "-c", _ATTACKER, host, port, str(count), str(ATTACKERS)],
+            stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert attacker.stdout is not None
+            if not select.select([attacker.stdout], [], [], 60)[0]:
+                raise SystemExit("failed logins: no answer from the broker within 60 s")
+            attacker.stdout.readline()
+            during: list[float] = []
+            while attacker.poll() is None:
+                spent = produce_round(producer, topic)
+                if attacker.poll() is None:  # the flood was on all along
+                    during.append(spent)
+            if attacker.wait(60) != 0:
+                raise SystemExit(f"failed logins: the attacker exited {attacker.returncode}")
+            attack_s = time.perf_counter() - started
+        finally:
+            if attacker.poll() is None:
+                attacker.kill()
+                attacker.wait(10)
+    attacked = statistics.median(during) if during else None
+    return {"bench": "failed_logins", "security_protocol": "SASL_PLAINTEXT",
+            "mechanism": "PLAIN", "logins": count, "in_flight": ATTACKERS,
+            "round_messages": ROUND_MESSAGES, "value_bytes": VALUE_BYTES,
+            "alone_median_ms": round(alone * 1000, 2),
+            "attacked_median_ms": round(attacked * 1000, 2) if attacked else None,
+            "ratio": round(alone / attacked, 2) if attacked else None,
+            "failed_logins_per_s": round(count / attack_s, 1)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.security", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke test")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="which cases, comma-separated (default: %(default)s)")
+    parser.add_argument("--failed-logins", type=int, default=FAILED_LOGINS,
+                        help="failed logins of the failed_logins case (default: %(default)s)")
     args = parser.parse_args(argv)
+    cases = args.cases.split(",")
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
     n = 20_000 if args.quick else 300_000
     login_seconds = 1.0 if args.quick else 5.0
     with secured_broker() as (addresses, ca):
@@ -145,9 +258,11 @@ def main(argv: list[str] | None = None) -> None:
         with Admin(plain) as admin:
             admin.upsert_user_scram_credential(USER, "SCRAM-SHA-256", PASSWORD)
             topics = {name: new_topic(admin, f"security-{name.lower()}")
-                      for name in ("PLAINTEXT", "SASL_SSL")}
+                      for name in ("PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT")}
         rates: dict[str, dict[str, float]] = {"producer": {}, "consumer": {}}
         for case, run in (("producer", produce), ("consumer", consume)):
+            if case not in cases:
+                continue
             # the two listeners take turns, best of ROUNDS each: a busy moment of a shared
             # machine should not decide the ratio
             for _ in range(ROUNDS):
@@ -164,14 +279,16 @@ def main(argv: list[str] | None = None) -> None:
                 if listener != "PLAINTEXT":
                     line["ratio"] = round(rate / rates[case]["PLAINTEXT"], 2)
                 emit(line)
-        for listener, mechanism in (("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-                                    ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"),
-                                    ("SASL_SSL", "PLAIN")):
-            options = security(listener, ca, mechanism or "PLAIN")
-            emit({"bench": "logins", "security_protocol": listener,
-                  "mechanism": mechanism or "-",
-                  "logins_per_s": round(logins_per_s(addresses[listener], options,
-                                                     login_seconds), 1)})
+        if "logins" in cases:
+            for listener, mechanism in LOGIN_CASES:
+                options = security(listener, ca, mechanism or "PLAIN")
+                emit({"bench": "logins", "security_protocol": listener,
+                      "mechanism": mechanism or "-",
+                      "logins_per_s": round(logins_per_s(addresses[listener], options,
+                                                         login_seconds), 1)})
+        if "failed_logins" in cases:
+            emit(failed_logins(addresses["SASL_PLAINTEXT"], ca, topics["SASL_PLAINTEXT"],
+                               args.failed_logins))
 
 
 if __name__ == "__main__":
