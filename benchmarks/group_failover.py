@@ -68,7 +68,8 @@ from benchmarks.group import round_trip_ms
 from benchmarks.processes import ChildLines
 from benchmarks.servers import REPO_ROOT, start_odradek
 from client import Admin, Consumer, Producer, TopicPartition
-from client.group_admin import OFFSETS_TOPIC, GroupAdmin
+from client.group_admin import GroupAdmin
+from protocol.partitions import OFFSETS_TOPIC
 
 SESSION_MS = 6_000  # the brokers' zookeeper_session_timeout_ms, as benchmarks/cluster.py
 CONSUMER_SESSION_MS = 10_000  # Consumer defaults, stated in the lines

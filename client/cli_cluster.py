@@ -23,13 +23,9 @@ from typing import TYPE_CHECKING, Any
 from client.admin import Admin
 from client.cli_args import add_command_config, positive_int, security_options
 from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
-from client.group_admin import (
-    OFFSETS_TOPIC,
-    CoordinatorLoad,
-    GroupAdmin,
-    offsets_partition_for,
-)
+from client.group_admin import CoordinatorLoad, GroupAdmin
 from client.local_cluster import ClusterRecord, LocalCluster, LocalClusterError
+from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output

@@ -42,7 +42,7 @@ from client.admin import Admin
 from client.consumer import Consumer
 from client.errors import ClientError
 from client.future import Future
-from client.group_admin import OFFSETS_TOPIC, GroupAdmin, GroupDescription, offsets_partition_for
+from client.group_admin import GroupAdmin, GroupDescription
 from client.local_cluster import BrokerRecord, LocalCluster, ZooKeeperServer
 from client.metadata import BrokerInfo
 from client.network import NetworkClient
@@ -51,6 +51,7 @@ from client.records import TopicPartition
 from client.subscription import ConsumerRebalanceListener
 from protocol.apis import ApiKey
 from protocol.errors import GroupIdNotFoundError, OdradekError, TopicAlreadyExistsError, error_for
+from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
 
 if TYPE_CHECKING:  # client.cli imports this module
     from client.cli import Output

@@ -19,7 +19,6 @@ address that is down is passed over for the next. Other errors raise their typed
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -39,14 +38,6 @@ RETRY_LATER = frozenset({
     ErrorCode.NOT_COORDINATOR,
 })
 RETRY_BACKOFF = 0.1
-OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def offsets_partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of a group, whose leader coordinates it: crc32 of
-    the id's UTF-8 bytes modulo the topic's partition count (docs/protocol.md,
-    FindCoordinator), the same in every client."""
-    return zlib.crc32(group_id.encode("utf-8")) % partitions
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from protocol.partitions import TopicPartition
 
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+__all__ = ["ConsumerRecord", "TopicPartition"]
 
 
 class ConsumerRecord(NamedTuple):

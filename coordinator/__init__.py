@@ -5,8 +5,8 @@ strategies (``assignors``), the records written to ``__consumer_offsets`` (``off
 the jobs -- ``membership`` (joins, heartbeats, leaves, rounds and their timers), ``offsets``
 (commits, fetches, deletes, expiry; Kafka's GroupMetadataManager), ``loader`` (the offsets
 partitions and their loading) -- and ``GroupCoordinator``, the thin front that dispatches to
-them and hands back the effects collected in their shared ``outbox``. Time comes in as an argument; effects go out
-as values. The broker is only its driver.
+them and hands back the effects collected in their shared ``outbox``. Time comes in as an
+argument; effects go out as values. The broker is only its driver.
 
 The driver's contract
 ---------------------
@@ -53,7 +53,6 @@ from coordinator.assignors import (
     RangeStrategy,
     RoundRobinStrategy,
     StickyStrategy,
-    TopicPartition,
 )
 from coordinator.config import CoordinatorConfig
 from coordinator.coordinator import GroupCoordinator, TopicPartitionsLookup
@@ -69,8 +68,8 @@ from coordinator.effects import (
 )
 from coordinator.group_state import GroupEvent, GroupState
 from coordinator.loader_state import LoaderEvent, LoaderState
-from coordinator.offsets_topic import OFFSETS_TOPIC, offsets_partition_for
 from coordinator.statemachine import IllegalTransition
+from protocol.partitions import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 
 __all__ = [
     "BUILTIN_STRATEGIES",

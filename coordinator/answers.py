@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coordinator.assignors import Assignment, TopicPartition
+from coordinator.assignors import Assignment
 from coordinator.group import Group, Member
 from coordinator.group_state import GroupState
 from protocol.errors import ErrorCode
+from protocol.partitions import TopicPartition
 
 _E = ErrorCode
 

@@ -15,13 +15,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Mapping
 from functools import lru_cache
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
+from protocol.partitions import TopicPartition
 
 Assignment = tuple[TopicPartition, ...]
 

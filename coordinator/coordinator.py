@@ -26,11 +26,12 @@ from coordinator.loader import OffsetsPartitions
 from coordinator.loader_state import LoaderEvent, LoaderState
 from coordinator.membership import Membership, TopicPartitionsLookup, new_uuid
 from coordinator.offsets import GroupOffsets
-from coordinator.offsets_topic import Record, offsets_partition_for
+from coordinator.offsets_topic import Record
 from coordinator.outbox import Outbox, TransitionListener
 from coordinator.statemachine import IllegalTransition
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.partitions import offsets_partition_for
 
 log = structlog.get_logger("odradek.coordinator")
 

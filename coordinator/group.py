@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from coordinator.assignors import Assignment, TopicPartition
+from coordinator.assignors import Assignment
 from coordinator.group_state import GROUP_MACHINE, GroupEvent, GroupState
 from coordinator.offsets_topic import MemberValue, OffsetValue
+from protocol.partitions import TopicPartition
 
 
 @dataclass(slots=True)

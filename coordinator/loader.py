@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from coordinator.assignors import TopicPartition
 from coordinator.group import Group, Member
 from coordinator.group_state import GroupState
 from coordinator.loader_state import REQUEST_ANSWER, LoaderState
@@ -24,9 +23,9 @@ from coordinator.offsets_topic import (
     decode_group_value,
     decode_key,
     decode_offset_value,
-    offsets_partition_for,
 )
 from protocol.errors import ErrorCode
+from protocol.partitions import TopicPartition, offsets_partition_for
 
 
 class OffsetsPartition:

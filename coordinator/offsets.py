@@ -15,7 +15,6 @@ from typing import Any
 import structlog
 
 from coordinator.answers import append_error_answer, partition_errors_body
-from coordinator.assignors import TopicPartition
 from coordinator.config import CoordinatorConfig
 from coordinator.effects import RequestContext, TimerKey, TimerKind
 from coordinator.group import Group
@@ -32,6 +31,7 @@ from coordinator.offsets_topic import (
 )
 from coordinator.outbox import Outbox
 from protocol.errors import ErrorCode
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger("odradek.coordinator")
 

@@ -20,17 +20,15 @@ an Empty group expire counting from then).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
-from coordinator.assignors import Assignment, TopicPartition, shared
+from coordinator.assignors import Assignment, shared
 from protocol.errors import ProtocolError
-
-OFFSETS_TOPIC = "__consumer_offsets"
+from protocol.partitions import TopicPartition
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -39,11 +37,6 @@ VALUE_VERSION = 1
 
 class OffsetsRecordError(ProtocolError):
     """A ``__consumer_offsets`` record this version cannot read."""
-
-
-def offsets_partition_for(group_id: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition holding ``group_id`` (FindCoordinator's answer)."""
-    return zlib.crc32(group_id.encode("utf-8")) % partitions
 
 
 @dataclass(frozen=True)

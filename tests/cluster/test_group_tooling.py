@@ -16,7 +16,8 @@ import pytest
 
 from client import cli
 from client.consumer import Consumer
-from client.group_admin import GroupAdmin, offsets_partition_for
+from client.group_admin import GroupAdmin
+from protocol.partitions import offsets_partition_for
 from tests.cluster.conftest import Cluster, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]

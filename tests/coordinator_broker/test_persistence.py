@@ -9,16 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from coordinator.offsets_topic import (
-    OFFSETS_TOPIC,
-    OffsetKey,
-    OffsetValue,
-    offset_record,
-    offsets_partition_for,
-)
+from coordinator.offsets_topic import OffsetKey, OffsetValue, offset_record
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messageset import Record, encode_message_set
+from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.coordinator_broker.members import Member, commit, describe, fetch_offsets, wait_for
