@@ -14,9 +14,7 @@ everything here is what touches the world:
 - leadership: this broker leads every offsets partition. At start each one with records goes to
   Catch-up and is read back in chunks, yielding to the event loop between chunks (its groups'
   requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS). ``resign`` / ``become_leader`` move one
-  partition; clustering will call them, and ``coordinator_failover_signals`` lets tests do it
-  (SIGUSR1: resign all, SIGUSR2: lead and reload all); ``coordinator_test_pause_after`` stops
-  the broker (SIGSTOP) at one step of a round's completion, for a test to kill it there;
+  partition; in a cluster the offsets partitions' LeaderAndIsr calls them;
 - topics created or deleted (``Topics.listeners``) and closed connections are reported to it.
 
 Times given to the coordinator are wall-clock milliseconds: they are stored in commits and
@@ -29,13 +27,9 @@ import dataclasses
 import heapq
 import itertools
 import math
-import os
-import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
@@ -59,11 +53,8 @@ from coordinator import (
     TimerKey,
 )
 from coordinator.offsets_topic import (
-    GroupKey,
     OffsetsRecordError,
     Record,
-    decode_group_value,
-    decode_key,
 )
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, UnknownTopicOrPartitionError
@@ -97,10 +88,6 @@ class TopicCatalog(Protocol):
 LOAD_CHUNK_BYTES = 1 << 20
 #: Kafka's offsets.topic.segment.bytes
 OFFSETS_SEGMENT_BYTES = 100 * 1024 * 1024
-RESIGN_SIGNAL = signal.SIGUSR1
-#: testing aid: the file in the data directory that arms ``coordinator_test_pause_after``
-TEST_PAUSE_FILE = "coordinator-test-pause"
-LEAD_SIGNAL = signal.SIGUSR2
 
 
 @dataclasses.dataclass(slots=True)
@@ -118,21 +105,13 @@ class GroupDriver:
         *,
         clock: Callable[[], float] = time.time,
         load_chunk_bytes: int = LOAD_CHUNK_BYTES,
-        failover_signals: bool = False,
         catalog: TopicCatalog | None = None,
         lead_all: bool = True,
         replication: Replication | None = None,
-        test_pause_after: str | None = None,
-        test_pause_file: Path | None = None,
     ) -> None:
         """``catalog``: where partition counts of subscribed topics come from (the cluster's
         metadata cache in cluster mode; else ``topics``). ``lead_all``: a single broker leads
-        every offsets partition from the start; in a cluster LeaderAndIsr says which.
-        ``test_pause_after`` (a testing aid, ``broker.settings.TEST_PAUSE_POINTS``): while
-        ``test_pause_file`` exists, a completed round's group record stops this process with
-        SIGSTOP at that point -- ``group_record`` right after it is appended,
-        ``group_record_replicated`` once the ISR has it, before the JoinGroups are answered --
-        and the file is deleted (one stop per file)."""
+        every offsets partition from the start; in a cluster LeaderAndIsr says which."""
         existing = topics.get(OFFSETS_TOPIC)
         if existing is not None and existing.partitions != config.offsets_topic_partitions:
             # the partition of a group is a hash modulo the topic's real partition count
@@ -150,10 +129,6 @@ class GroupDriver:
         self._purgatory = purgatory
         self._clock = clock
         self._load_chunk_bytes = load_chunk_bytes
-        self._failover_signals = failover_signals
-        self._test_pause_after = test_pause_after
-        self._test_pause_file = test_pause_file
-        self._round_appends: set[int] = set()  # append ids of round records (test pauses only)
         self._tokens = itertools.count(1)
         self._replies: dict[Hashable, _Reply] = {}
         self._queue: deque[Effect] = deque()
@@ -187,14 +162,11 @@ class GroupDriver:
     # ============================================================================ tasks
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Timers, loading, and (if enabled) the failover signals; until cancelled. Started
-        before the broker listens, so the signals are handled from the first request on."""
+        """Timers and loading, until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._run_timers)
             nursery.start_soon(self._run_loads)
-            if self._failover_signals:
-                await nursery.start(self._obey_failover_signals)
             task_status.started()
 
     def close(self) -> None:
@@ -331,19 +303,6 @@ class GroupDriver:
                 except OffsetsRecordError as exc:
                     log.error("coordinator.record_unreadable", partition=partition, error=str(exc))
 
-    async def _obey_failover_signals(self, *, task_status: trio.TaskStatus[None]) -> None:
-        with trio.open_signal_receiver(RESIGN_SIGNAL, LEAD_SIGNAL) as signals:
-            task_status.started()
-            async for signum in signals:
-                resign = signum == RESIGN_SIGNAL
-                log.info("coordinator.failover_signal", signal=signal.Signals(signum).name,
-                         action="resign" if resign else "lead")
-                for partition in range(self.partitions):
-                    if resign:
-                        self.resign(partition)
-                    else:
-                        self.become_leader(partition)
-
     # =========================================================================== effects
 
     def _call(self, entry_point: Callable[..., list[Effect]], *args: Any) -> None:
@@ -374,8 +333,6 @@ class GroupDriver:
                             reply.arrived.set()
                 elif isinstance(effect, AppendRecords):
                     error, last_offset = self._append(effect)
-                    if error is ErrorCode.NONE and self._test_pause_after is not None:
-                        self._test_pause_at_append(effect)
                     if error is ErrorCode.NONE and self._replication is not None:
                         self._await_replication(effect, last_offset)
                         continue
@@ -431,42 +388,9 @@ class GroupDriver:
                     log.warning("coordinator.append_not_replicated", partition=partition,
                                 error=code.name, reason=str(exc))
                 queue.popleft()
-                if append_id in self._round_appends:
-                    self._round_appends.discard(append_id)
-                    if code is ErrorCode.NONE:
-                        self._test_pause("group_record_replicated", partition)
                 self._call(self.coordinator.on_append_done, append_id, code, self.now_ms())
         finally:
             del self._unreplicated[partition]
-
-    def _test_pause_at_append(self, effect: AppendRecords) -> None:
-        """Testing aid: is this a completed round's group record (one with members)?"""
-        try:
-            is_round = any(
-                value is not None and isinstance(decode_key(key), GroupKey)
-                and bool(decode_group_value(value).members)
-                for key, value in effect.records
-            )
-        except OffsetsRecordError:
-            is_round = False
-        if not is_round:
-            return
-        if self._replication is not None:
-            self._round_appends.add(effect.append_id)
-        self._test_pause("group_record", effect.partition)
-
-    def _test_pause(self, point: str, partition: int) -> None:
-        """Testing aid: stop this process here (SIGSTOP) if a test asked for it."""
-        if point != self._test_pause_after or self._test_pause_file is None:
-            return
-        try:
-            self._test_pause_file.unlink()
-        except FileNotFoundError:
-            return  # not armed
-        log.warning("coordinator.test_pause", point=point, partition=partition, pid=os.getpid())
-        sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGSTOP)
-        log.warning("coordinator.test_resumed", point=point, partition=partition)
 
     def _offsets_log(self, partition: int) -> PartitionLog:
         plog = self._topics.log(OFFSETS_TOPIC, partition)

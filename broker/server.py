@@ -31,7 +31,7 @@ import trio
 from broker.cluster.node import ClusterNode, ClusterStartError
 from broker.connection import Connection
 from broker.context import BrokerContext
-from broker.group_driver import TEST_PAUSE_FILE, GroupDriver
+from broker.group_driver import GroupDriver
 from broker.identity import IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
@@ -284,12 +284,9 @@ async def _run_bound(
             purgatory = FetchPurgatory()
             groups = GroupDriver(
                 settings.coordinator_config(), topics, purgatory, clock=clock,
-                failover_signals=settings.coordinator_failover_signals,
                 catalog=None if cluster is None else cluster.cache,
                 lead_all=cluster is None,
                 replication=cluster,
-                test_pause_after=settings.coordinator_test_pause_after,
-                test_pause_file=settings.data_path / TEST_PAUSE_FILE,
             )
             store: SecurityStore = (FileSecurityStore(settings.data_path) if cluster is None
                                     else ZkSecurityStore(cluster.zoo))

@@ -99,19 +99,6 @@ def _principals(text: str) -> tuple[str, ...]:
     return names
 
 
-#: where ``coordinator_test_pause_after`` may stop the broker (see broker.group_driver)
-TEST_PAUSE_POINTS = ("group_record", "group_record_replicated")
-
-
-def _test_pause_point(text: str) -> str | None:
-    word = text.strip().lower()
-    if word in ("", "none"):
-        return None
-    if word not in TEST_PAUSE_POINTS:
-        raise ValueError(f"{text!r} is not one of {', '.join(TEST_PAUSE_POINTS)}")
-    return word
-
-
 def _endpoints(text: str) -> str:
     return ",".join(str(e) for e in parse_endpoints(text))
 
@@ -321,16 +308,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("offsets_retention_check_interval_ms", "offsets.retention.check.interval.ms",
             _int_at_least(1),
             "How often expired offsets are looked for."),
-    Setting("coordinator_failover_signals", "", _bool,
-            "Testing aid: SIGUSR1 makes the coordinator resign every __consumer_offsets "
-            "partition, SIGUSR2 takes them back and reloads them from the log."),
-    Setting("coordinator_test_pause_after", "", _test_pause_point,
-            "Testing aid: group_record (right after a completed round's group record is "
-            "appended) or group_record_replicated (once the ISR has it, before the JoinGroup "
-            "answers): there the broker stops itself with SIGSTOP, once per file "
-            "coordinator-test-pause created in its data directory (it deletes the file), so a "
-            "test can kill it at that step (seed 001, coordinator failure during rebalance). "
-            "Unset: never."),
     # cluster mode (docs/cluster.md)
     Setting("zookeeper_connect", "zookeeper.connect", _optional_str,
             "host:port[,host:port...][/chroot] of the ZooKeeper holding the cluster; unset: "
@@ -423,8 +400,6 @@ class BrokerSettings:
     offset_metadata_max_bytes: int = _GROUP.offset_metadata_max_bytes
     offsets_retention_ms: int = _GROUP.offsets_retention_ms
     offsets_retention_check_interval_ms: int = _GROUP.offsets_retention_check_interval_ms
-    coordinator_failover_signals: bool = False
-    coordinator_test_pause_after: str | None = None
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int = 18_000

@@ -46,16 +46,19 @@ class BrokerProcess:
         broker_id: int | None = None,
         extra_args: Sequence[str] = (),
         max_open_files: int | None = None,
+        module: str = "broker",
     ) -> None:
         """``settings`` are written to a TOML file passed with --config; ``env`` adds
         environment variables (e.g. ``ODRADEK_AUTO_CREATE_TOPICS_ENABLE``);
-        ``max_open_files`` lowers the process's descriptor limit (RLIMIT_NOFILE)."""
+        ``max_open_files`` lowers the process's descriptor limit (RLIMIT_NOFILE); ``module``
+        is what ``python -m`` runs (``tests.coordinator_faults`` wraps the broker's)."""
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
         self.env = dict(env or {})
         self.broker_id = broker_id
         self.extra_args = list(extra_args)
         self.max_open_files = max_open_files
+        self.module = module
         self.port = 0
         #: the port of each listener by name, when the ``listeners`` setting names several
         self.listener_ports: dict[str, int] = {}
@@ -89,7 +92,7 @@ class BrokerProcess:
     def start(self, *, port: int = 0, timeout: float = START_TIMEOUT) -> BrokerProcess:
         assert not self.running, "already running"
         args = [
-            sys.executable, "-m", "broker", "start",
+            sys.executable, "-m", self.module, "start",
             "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(self.data_dir),
         ]
         if self.broker_id is not None:

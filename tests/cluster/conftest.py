@@ -86,10 +86,14 @@ def metadata_from(bootstrap: str, topics: list[str] | None = None,
 class Cluster:
     """N brokers sharing ``zk_connect``, and a kazoo client of the test's own on it."""
 
-    def __init__(self, root: Path, zk_connect: str, settings: Mapping[str, Any]) -> None:
+    def __init__(self, root: Path, zk_connect: str, settings: Mapping[str, Any], *,
+                 env: Mapping[str, str] | None = None, module: str = "broker") -> None:
+        """``env`` and ``module`` go to every broker process (``tests.coordinator_faults``)."""
         self.root = root
         self.zk_connect = zk_connect
         self.settings = {**CLUSTER_SETTINGS, **settings, "zookeeper_connect": zk_connect}
+        self.env = dict(env or {})
+        self.module = module
         self.brokers: dict[int, BrokerProcess] = {}
         self.extra: list[BrokerProcess] = []  # processes outside the id map (a duplicate id)
         self._zk: KazooClient | None = None
@@ -109,7 +113,8 @@ class Cluster:
     def broker(self, broker_id: int, **settings: Any) -> BrokerProcess:
         """A broker process for ``broker_id`` (not started), with this cluster's settings."""
         process = BrokerProcess(self.root / f"broker-{broker_id}", broker_id=broker_id,
-                                settings={**self.settings, **settings})
+                                settings={**self.settings, **settings}, env=self.env,
+                                module=self.module)
         self.brokers[broker_id] = process
         return process
 
@@ -244,14 +249,17 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., Cluster]]:
-    """``make_cluster(n, settings={...}, per_broker={id: {...}}, start=True)``: brokers 0..n-1
-    in the test's own chroot (or ``zk_connect=`` another ZooKeeper), started in parallel."""
+    """``make_cluster(n, settings={...}, per_broker={id: {...}}, start=True, env={...},
+    module=...)``: brokers 0..n-1 in the test's own chroot (or ``zk_connect=`` another
+    ZooKeeper), started in parallel."""
     clusters: list[Cluster] = []
 
     def factory(n: int, *, settings: Mapping[str, Any] | None = None,
                 per_broker: Mapping[int, Mapping[str, Any]] | None = None,
-                zk_connect: str = zk_connect, start: bool = True) -> Cluster:
-        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", zk_connect, settings or {})
+                zk_connect: str = zk_connect, start: bool = True,
+                env: Mapping[str, str] | None = None, module: str = "broker") -> Cluster:
+        cluster = Cluster(tmp_path / f"cluster-{len(clusters)}", zk_connect, settings or {},
+                          env=env, module=module)
         clusters.append(cluster)
         for broker_id in range(n):
             cluster.broker(broker_id, **(per_broker or {}).get(broker_id, {}))

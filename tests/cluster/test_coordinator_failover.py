@@ -21,9 +21,10 @@ and when every member had a commit accepted again) and the duplicate count. The 
   and rebalance timeout, is stopped (SIGSTOP) and so does not rejoin; the coordinator dies
   holding the others' JoinGroups (seed step 3);
 - kill -9 right after the round's group record is written (seed step 4), reached with the
-  broker's testing aid ``coordinator_test_pause_after``: the coordinator stops itself (SIGSTOP)
-  at that point once a test creates the file ``coordinator-test-pause`` in its data
-  directory, and the test kills it there. Twice: right after the local append (the record
+  brokers run through ``tests.coordinator_faults`` (a wrapper the harness loads; the broker
+  has no such setting): the coordinator stops itself (SIGSTOP) at that point once a test
+  creates the file ``coordinator-test-pause`` in its data directory, and the test kills it
+  there. Twice: right after the local append (the record
   is not replicated yet: the new coordinator has the previous generation) and once the ISR
   has it but before any JoinGroup is answered (the new coordinator has the new generation
   that no member has heard of);
@@ -56,10 +57,10 @@ from typing import Any
 
 import pytest
 
-from broker.group_driver import TEST_PAUSE_FILE
 from client.admin import Admin
 from client.group_admin import GroupAdmin
 from protocol.errors import ErrorCode, GroupIdNotFoundError
+from tests import coordinator_faults
 from tests.broker.raw import RawClient
 from tests.cluster.conftest import Cluster, until, zookeeper_through
 from tests.cluster.groups_support import (
@@ -125,15 +126,20 @@ def _finish(name: str, run: GroupRun, *, old: int, fault_at: float, generation: 
 @pytest.fixture
 def group_run(make_cluster: Callable[..., Cluster], tmp_path: Path
               ) -> Iterator[Callable[..., GroupRun]]:
-    """``group_run(group, per_broker=None, **broker_settings)``: a 3-broker cluster, the
-    topic with every message, and a GroupRun (its members stopped at the end, however the test
-    ends)."""
+    """``group_run(group, per_broker=None, pause_after=None, **broker_settings)``: a 3-broker
+    cluster, the topic with every message, and a GroupRun (its members stopped at the end,
+    however the test ends); ``pause_after`` runs the brokers through ``tests.coordinator_faults``
+    with that pause point."""
     runs: list[GroupRun] = []
 
     def factory(group: str, per_broker: Mapping[int, Mapping[str, Any]] | None = None,
-                **settings: object) -> GroupRun:
+                pause_after: str | None = None, **settings: object) -> GroupRun:
+        faults = {} if pause_after is None else {
+            "env": coordinator_faults.faulty_env(pause_after=pause_after),
+            "module": coordinator_faults.MODULE,
+        }
         cluster = make_cluster(3, settings={**GROUP_SETTINGS, **settings},
-                               per_broker=per_broker)
+                               per_broker=per_broker, **faults)
         run = GroupRun(cluster, tmp_path, group)
         runs.append(run)
         run.produce()
@@ -214,14 +220,15 @@ def _revoked_more_than(count: int) -> Callable[[list[dict[str, Any]]], bool]:
 def test_kill_9_of_the_coordinator_right_after_the_group_record(
     group_run: Callable[..., GroupRun], point: str,
 ) -> None:
-    run = group_run(f"failover-{point.replace('_', '-')}", coordinator_test_pause_after=point)
+    run = group_run(f"failover-{point.replace('_', '-')}", pause_after=point)
     run.start_members(3)
     old, generation = _coordinator(run, 3)
     run.sampler.start()
     run.wait_processed(run.messages // 4, CONSUME_TIMEOUT, "before the fault")
 
     coordinator = run.cluster.brokers[old]
-    (coordinator.data_dir / TEST_PAUSE_FILE).touch()  # arm: the next round's record stops it
+    # arm: the next round's record stops it
+    (coordinator.data_dir / coordinator_faults.ARM_FILE).touch()
     pause_line = f"event='coordinator.test_pause' point='{point}'"
     stops = coordinator.log_text().count(pause_line)
     run.start_member()  # a round: the group record of generation + 1

@@ -14,6 +14,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messageset import Record, encode_message_set
 from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
+from tests import coordinator_faults
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.coordinator_broker.members import Member, commit, describe, fetch_offsets, wait_for
@@ -96,11 +97,12 @@ def test_requests_right_after_start_are_clean_or_load_in_progress(
 
 
 def test_resign_and_lead_again(make_broker: Callable[..., BrokerProcess]) -> None:
-    """The "resign" / "become leader" moves (coordinator_failover_signals: SIGUSR1 resigns
+    """The "resign" / "become leader" moves (tests.coordinator_faults' signals: SIGUSR1 resigns
     every offsets partition, SIGUSR2 leads and reloads them). Resigned: NOT_COORDINATOR, and
     FindCoordinator finds none; led again: the group is back from the log as it was (seed 001
     "Co-ordinator failure": the new coordinator loads the group's metadata and offsets)."""
-    broker = make_broker(settings={"coordinator_failover_signals": True})
+    broker = make_broker(module=coordinator_faults.MODULE,
+                         env=coordinator_faults.faulty_env(signals=True))
     with RawClient(broker.address) as client:
         client.create_topic("t", 3)
     with Member(broker.address, "g", ["t"]) as member:

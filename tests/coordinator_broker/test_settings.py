@@ -17,13 +17,13 @@ def test_settings_reach_the_coordinator_config() -> None:
         "ODRADEK_GROUP_MIN_SESSION_TIMEOUT_MS": "100",
         "ODRADEK_PARTITION_ASSIGNMENT_STRATEGIES": " sticky, range ,sticky",
         "ODRADEK_OFFSETS_TOPIC_PARTITIONS": "4",
-        "ODRADEK_COORDINATOR_FAILOVER_SIGNALS": "true",
+        "ODRADEK_OFFSETS_RETENTION_CHECK_INTERVAL_MS": "250",
     })
     config = settings.coordinator_config()
     assert config.group_min_session_timeout_ms == 100
     assert config.partition_assignment_strategies == ("sticky", "range")
     assert config.offsets_topic_partitions == 4
-    assert settings.coordinator_failover_signals is True
+    assert config.offsets_retention_check_interval_ms == 250
 
 
 @pytest.mark.parametrize(("env", "fragment"), [
