@@ -53,10 +53,15 @@ def test_a_producer_over_its_quota_is_held_to_it(broker: BrokerProcess) -> None:
                 lambda f: acked.append(time.monotonic()))
         assert start is not None, "never throttled"
         assert stats.max_ms > 0 and stats.throttled >= 2
-    rate = sum(size for t in acked if start <= t < start + MEASURED_S) / MEASURED_S
+    in_window = [t for t in acked if start <= t < start + MEASURED_S]
+    rate = len(in_window) * size / MEASURED_S
     print(f"produce rate over {MEASURED_S:g} s: {rate:.0f} B/s, quota {QUOTA} B/s, "
           f"{stats.throttled} responses held back, longest {stats.max_ms} ms")
-    assert abs(rate - QUOTA) <= 0.2 * QUOTA, f"{rate:.0f} B/s against a quota of {QUOTA}"
+    # slowed, not stopped: sends kept being acknowledged
+    assert in_window, "nothing acknowledged while throttled"
+    # held to the quota: at most a little over it (a busy machine only makes the rate lower,
+    # so there is no lower bound here)
+    assert rate <= 1.2 * QUOTA, f"{rate:.0f} B/s against a quota of {QUOTA}"
 
 
 def test_throttle_time_ms_is_in_new_versions_only(broker: BrokerProcess) -> None:
