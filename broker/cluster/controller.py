@@ -47,6 +47,8 @@ log = structlog.get_logger(__name__)
 WRITES_PER_TRANSACTION = 200
 #: how often one event re-decides partitions whose state moved under its writes
 DECISION_ROUNDS = 5
+#: how often a topic's znodes are read and deleted again when they changed under the deletion
+DELETE_ATTEMPTS = 5
 
 
 class NotControllerAnyMore(Exception):
@@ -484,12 +486,50 @@ class Controller:
         log.info("controller.topic_deleted", topic=topic, partitions=len(deletion.assignment))
 
     def _delete_topic_znodes(self, topic: str) -> None:
+        """Delete the topic's znodes, fenced like every other write: each transaction checks
+        the epoch first, so a replaced controller deletes nothing (NotControllerAnyMore).
+        ZooKeeper has no recursive delete in a transaction: the partitions' nodes go first,
+        in batches, then in one last transaction the topic's own node, its configs and the
+        deletion request -- a controller replaced half-way leaves the request for the next
+        one to finish. A node that appeared or went meanwhile: read the tree again."""
+        for _ in range(DELETE_ATTEMPTS):
+            under, last = self._topic_znodes(topic)
+            batches = [under[i:i + WRITES_PER_TRANSACTION]
+                       for i in range(0, len(under), WRITES_PER_TRANSACTION)]
+            if all(self._delete_fenced(paths) for paths in [*batches, last] if paths):
+                return
+        raise RuntimeError(f"the znodes of topic {topic!r} kept changing while the controller "
+                           f"deleted them ({DELETE_ATTEMPTS} attempts)")
+
+    def _topic_znodes(self, topic: str) -> tuple[list[str], list[str]]:
+        """The nodes under ``/brokers/topics/<topic>`` (children before parents), and the
+        topic's own node, config node and deletion request, those that exist."""
         client = self.zoo.kazoo
-        client.delete(zk.topic_path(topic), recursive=True)
-        with contextlib.suppress(NoNodeError):
-            client.delete(zk.topic_config_path(topic))
-        with contextlib.suppress(NoNodeError):
-            client.delete(zk.delete_topic_path(topic))
+        under: list[str] = []
+        level = [zk.topic_path(topic)]
+        while level:
+            pending = [(path, client.get_children_async(path)) for path in level]
+            level = []
+            for path, result in pending:
+                try:
+                    children = result.get()
+                except NoNodeError:
+                    continue
+                under.append(path)
+                level += [f"{path}/{child}" for child in children]
+        under.reverse()
+        last = under[-1:]  # the topic's own node, when it is there
+        last += [path for path in (zk.topic_config_path(topic), zk.delete_topic_path(topic))
+                 if client.exists(path) is not None]
+        return under[:-1], last
+
+    def _delete_fenced(self, paths: list[str]) -> bool:
+        """Delete ``paths`` in order, in one transaction behind the epoch check; False when
+        one of them was not there or had gained a child (nothing is deleted then)."""
+        tx = self._transaction()
+        for path in paths:
+            tx.delete(path)
+        return not any(isinstance(r, Exception) for r in self._commit(tx))
 
     async def _on_isr_changes(self, _: Any) -> None:
         """Leaders changed ISRs: adopt the states they wrote and tell every broker."""

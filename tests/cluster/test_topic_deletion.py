@@ -9,10 +9,22 @@ at the new offsets."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+import trio
+from kazoo.client import KazooClient
 
+from broker.cluster import zk_layout as zk
+from broker.cluster.controller import (
+    Controller,
+    ControllerEvent,
+    NotControllerAnyMore,
+    try_to_become_controller,
+)
+from broker.cluster.zookeeper import ZooKeeper
 from broker.log import layout
+from broker.settings import BrokerSettings
 from client.admin import Admin
 from protocol.errors import TopicAlreadyExistsError
 from tests.broker_process import BrokerProcess
@@ -97,3 +109,71 @@ def test_a_replica_down_during_a_deletion_deletes_its_log_when_it_returns(
     cluster.create_topic(topic, 1, 3, replica_assignment={0: [2, 0, 1]})
     acked = _send_all(bootstrap, topic, 0, _values("new", 5))
     assert [v for _, v in read_partitions(bootstrap, topic, [0])[0]] == list(acked)
+
+
+# --------------------------------------------------------------- fencing, one controller alone
+
+def _lay_out_deletion(client: KazooClient, topic: str) -> list[str]:
+    """A topic with one partition on broker 1 (which is not registered), marked for deletion;
+    its znodes."""
+    for path in zk.PERSISTENT_PATHS:
+        client.ensure_path(path)
+    nodes = [zk.topic_path(topic), zk.state_path(topic, 0), zk.topic_config_path(topic),
+             zk.delete_topic_path(topic)]
+    client.create(nodes[0], zk.encode_assignment({0: [1]}))
+    client.create(nodes[1], zk.LeaderIsr(1, 0, (1,), 1).encode(), makepath=True)
+    client.create(nodes[2], zk.encode_topic_config({}))
+    client.create(nodes[3], b"")
+    return nodes
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("replaced", [False, True], ids=["current", "replaced"])
+def test_only_the_current_controller_deletes_a_topics_znodes(
+    zk_connect: str, tmp_path: Path, replaced: bool,
+) -> None:
+    """The last replica confirms its deletion; the controller then deletes the topic's znodes
+    -- unless another controller was elected meanwhile (the epoch moved on): then it deletes
+    nothing, fails with NotControllerAnyMore as its other writes do, and steps down."""
+    topic = "fenced"
+    settings = BrokerSettings(data_dir=str(tmp_path), zookeeper_connect=zk_connect,
+                              auto_leader_rebalance_enable=False)
+
+    async def main() -> None:
+        zoo = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
+        rival = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
+        await zoo.start()
+        await rival.start()
+        try:
+            nodes = await zoo.call(_lay_out_deletion, zoo.kazoo, topic)
+            elected = await try_to_become_controller(zoo, 0)
+            assert elected is not None
+            controller = Controller(zoo, settings, 0, elected)
+            stepped_down = trio.Event()
+
+            async def serve() -> None:
+                await controller.run()
+                stepped_down.set()
+
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(serve)
+                    # answered once start-up is over: the deletion waits for broker 1
+                    assert await controller.ask(ControllerEvent.PREFERRED_ELECTION, None) == []
+                    if not replaced:
+                        await controller.ask(ControllerEvent.REPLICA_DELETED, (topic, 1))
+                        assert [n for n in nodes if zoo.kazoo.exists(n)] == []
+                        nursery.cancel_scope.cancel()
+                        return
+                    # broker 1 is elected as if broker 0's session had expired
+                    await rival.call(rival.kazoo.delete, zk.CONTROLLER)
+                    assert await try_to_become_controller(rival, 1) is not None
+                    with pytest.raises(NotControllerAnyMore, match="another controller"):
+                        await controller.ask(ControllerEvent.REPLICA_DELETED, (topic, 1))
+                    await stepped_down.wait()
+            assert [n for n in nodes if zoo.kazoo.exists(n)] == nodes
+        finally:
+            await rival.stop()
+            await zoo.stop()
+
+    trio.run(main)
