@@ -39,7 +39,7 @@ from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
-from protocol.errors import ClusterAuthorizationFailedError, StaleControllerEpochError
+from protocol.errors import StaleControllerEpochError
 
 log = structlog.get_logger(__name__)
 
@@ -830,13 +830,10 @@ class Controller:
 
     def _answered(self, broker_id: int, api: ApiKey, result: dict[str, Any] | BaseException
                   ) -> None:
+        # a refusal for lack of ClusterAction never gets here: the queue says so and asks
+        # again until an operator fixes super_users or the ACLs
         if isinstance(result, StaleControllerEpochError):
             self.resign(f"a broker refused epoch {self.epoch}: {result}")
-        elif isinstance(result, ClusterAuthorizationFailedError):
-            # the inter-broker principal lacks ClusterAction: nothing decided reaches that
-            # broker until an operator fixes super_users or the ACLs, so say so loudly
-            log.error("controller.request_refused", broker=broker_id, api=api.name,
-                      error=result.code.name, reason=str(result))
 
     def _open_queue(self, broker_id: int, reg: zk.BrokerRegistration) -> None:
         queue = RequestQueue(broker_id, reg.host, reg.port,

@@ -23,7 +23,13 @@ import trio
 from broker.security.setup import client_tls_context
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ErrorCode, ProtocolError, error_for
+from protocol.errors import (
+    BrokerError,
+    ClusterAuthorizationFailedError,
+    ErrorCode,
+    ProtocolError,
+    error_for,
+)
 from protocol.framing import FrameDecoder
 from protocol.sasl import SaslClientMechanism, SaslMechanismError
 from protocol.wire import decode_response_body, decode_response_envelope, encode_request
@@ -152,8 +158,9 @@ Answer = Callable[[dict[str, Any] | BaseException], Awaitable[None] | None]
 
 class RequestQueue:
     """Requests to one broker, sent in order by ``run``; each retried until answered (or
-    until the broker is given up: ``close``). ``on_answer``, if given, sees the body or the
-    BrokerError of a request-level refusal."""
+    until the broker is given up: ``close``) -- also when refused for lack of ClusterAction,
+    which an operator may grant at any time. ``on_answer``, if given, sees the body or the
+    BrokerError of any other request-level refusal."""
 
     def __init__(self, broker_id: int, host: str, port: int, *, client_id: str,
                  timeout: float, security: LinkSecurity | None = None) -> None:
@@ -162,6 +169,8 @@ class RequestQueue:
                                security=security)
         self._send, self._receive = trio.open_memory_channel[
             tuple[ApiKey, dict[str, Any], Answer | None]](math.inf)
+        self._refused = False  # the last request was refused for lack of ClusterAction
+        self._closed = False
 
     def put(self, api: ApiKey, body: dict[str, Any], on_answer: Answer | None = None) -> None:
         # a closed queue: the broker was given up; a later controller tells it everything
@@ -169,6 +178,7 @@ class RequestQueue:
             self._send.send_nowait((api, body, on_answer))
 
     def close(self) -> None:
+        self._closed = True
         self._send.close()
 
     async def run(self) -> None:
@@ -186,11 +196,32 @@ class RequestQueue:
         backoff = RETRY_BACKOFF
         while True:
             try:
-                return await self.link.request(api, body)
+                answer = await self.link.request(api, body)
+            except ClusterAuthorizationFailedError as exc:
+                self._was_refused(api, exc)
+                failure: BaseException = exc
             except BrokerError as exc:
                 return exc
             except LinkError as exc:
                 log.debug("controller.send_retry", broker=self.broker_id, api=api.name,
                           reason=str(exc))
+                failure = exc
+            else:
+                if self._refused:
+                    self._refused = False
+                    log.info("controller.request_accepted", broker=self.broker_id,
+                             api=api.name)
+                return answer
             await trio.sleep(backoff)
             backoff = min(backoff * 2, MAX_RETRY_BACKOFF)
+            if self._closed:  # given up: not sent to a broker that died or came back since
+                return failure
+
+    def _was_refused(self, api: ApiKey, exc: ClusterAuthorizationFailedError) -> None:
+        """The broker refused the sender's principal (no ClusterAction): retried like an
+        unreachable broker, since an operator fixing super_users or the ACLs lets it through
+        with no other event to send it again; said loudly once, until one is accepted."""
+        if not self._refused:
+            log.error("controller.request_refused", broker=self.broker_id, api=api.name,
+                      error=exc.code.name, reason=str(exc), retrying=True)
+        self._refused = True

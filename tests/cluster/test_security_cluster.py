@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.log import layout
 from client.admin import Admin, NewTopic
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient
@@ -29,6 +30,7 @@ from protocol.acls import (
     ResourceType,
 )
 from protocol.apis import ApiKey
+from protocol.errors import ClusterAuthorizationFailedError, StaleControllerEpochError
 from tests.broker_process import REPO_ROOT, BrokerProcess
 from tests.cluster.conftest import Cluster, replica_log, until
 from tests.security.support import PASSWORD, TlsFiles, make_tls_files
@@ -211,3 +213,69 @@ def test_a_broker_user_without_cluster_action_is_refused(
     for process in cluster.brokers.values():
         assert len(re.findall("replica.fetch_refused", process.log_text())) <= 1
         assert PASSWORD not in process.log_text()
+
+
+def test_a_controller_request_refused_for_lack_of_cluster_action_is_sent_again_once_granted(
+        make_cluster: Callable[..., Cluster], zk_connect: str, tmp_path: Path) -> None:
+    """The controller asks again, with backoff, as it does a broker it cannot reach: once the
+    ACL is back, the brokers take the leadership of a topic created while it was missing --
+    with no other controller event to send it again."""
+    cluster, tls = authorizing_cluster(make_cluster, zk_connect, tmp_path,
+                                       super_users="User:admin")
+    cluster_action = AclBinding(
+        resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+        pattern_type=PatternType.LITERAL, principal="User:broker", host="*",
+        operation=AclOperation.CLUSTER_ACTION, permission=AclPermissionType.ALLOW)
+    cluster.zk.create("/kafka-acl/Cluster/kafka-cluster", json.dumps({"version": 1, "acls": [
+        {"principal": "User:broker", "permissionType": "Allow", "operation": "ClusterAction",
+         "host": "*"}]}).encode(), makepath=True)
+    cluster.start()
+    controller = cluster.controller_id()
+    assert controller is not None
+    bootstrap = sasl_bootstrap(cluster.brokers[0])
+    with Admin(bootstrap, timeout_ms=2_000, **login(tls, "admin")) as admin:
+        assert admin.delete_acls([AclBindingFilter(
+            resource_type=ResourceType.CLUSTER, principal="User:broker")]) == [cluster_action]
+        until(lambda: all(_refuses_cluster_action(tls, p) for p in cluster.brokers.values()),
+              30, "both brokers refuse User:broker's ClusterAction")
+        # placed in ZooKeeper; the controller's LeaderAndIsr for it is refused
+        admin.create_topics([NewTopic("later", 1, 2)])
+        cluster.brokers[controller].wait_for_log(
+            r"controller\.request_refused.*LEADER_AND_ISR.*CLUSTER_AUTHORIZATION_FAILED")
+        assert not any(replica_dir(p, "later", 0).exists() for p in cluster.brokers.values())
+        admin.create_acls([cluster_action])
+
+    with Producer(bootstrap, acks=-1, max_block_ms=30_000, **login(tls, "admin")) as producer:
+        producer.send("later", b"after the grant").result(30)
+    until(lambda: all(len(replica_log(p, "later", 0)) == 1 for p in cluster.brokers.values()),
+          30, "both replicas of later-0 hold the message")
+    assert cluster.controller_id() == controller
+    controller_log = cluster.brokers[controller].log_text()
+    assert controller_log.index("controller.request_refused") < controller_log.index(
+        "controller.request_accepted")
+    for process in cluster.brokers.values():
+        assert PASSWORD not in process.log_text()
+
+
+def replica_dir(process: BrokerProcess, topic: str, partition: int) -> Path:
+    return process.data_dir / layout.partition_dir_name(topic, partition)
+
+
+def _refuses_cluster_action(tls: TlsFiles, process: BrokerProcess) -> bool:
+    """Whether ``process`` refuses User:broker's ClusterAction now: asked with a LeaderAndIsr
+    of controller epoch 0, which it refuses as stale (changing nothing) when it is allowed."""
+    security = SecurityConfig(security_protocol="SASL_SSL", ssl_cafile=str(tls.ca),
+                              sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="broker",
+                              sasl_plain_password=PASSWORD)
+    network = NetworkClient(sasl_bootstrap(process), security=security)
+    try:
+        network.send(-1, ApiKey.LEADER_AND_ISR, {
+            "controller_id": 0, "controller_epoch": 0, "partitions": [],
+            "live_leaders": []}).result(10)
+    except ClusterAuthorizationFailedError:
+        return True
+    except StaleControllerEpochError:
+        return False
+    finally:
+        network.close()
+    raise AssertionError(f"broker at {process.bootstrap} took a LeaderAndIsr of epoch 0")
