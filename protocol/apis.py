@@ -566,13 +566,19 @@ STOP_REPLICA = Api(
 )
 
 CONTROLLED_SHUTDOWN = Api(
-    ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 0,
+    ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", 0, 1,
     _s("ControlledShutdownRequest", _f("broker_id", INT32, "the broker that is stopping")),
     _s("ControlledShutdownResponse", ERROR_CODE, ERROR_MESSAGE,
        _f("remaining_partitions", Array(TOPIC_PARTITION),
-          "partitions it still leads (no other in-sync replica could take them)")),
+          "partitions it still leads that another live replica may take once in sync: "
+          "worth another attempt"),
+       _f("unmovable_partitions", Array(TOPIC_PARTITION),
+          "partitions it still leads with no other replica that is live and not stopping "
+          "itself: they go offline when it stops, and no attempt can change that", since=1)),
     "Broker to controller, on SIGTERM: move the leadership of its partitions to other in-sync "
-    "replicas before it closes. NOT_CONTROLLER from a broker that is not the controller.",
+    "replicas before it closes. NOT_CONTROLLER from a broker that is not the controller. v1 "
+    "answers apart the partitions no attempt can move (a whole-cluster stop, replication "
+    "factor 1); v0 leaves them out of remaining_partitions too.",
 )
 
 OFFSETS_FOR_LEADER_EPOCH = Api(

@@ -34,7 +34,12 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent
 
 from broker.cluster import zk_layout as zk
-from broker.cluster.controller_model import Change, ControllerModel, TopicPartition
+from broker.cluster.controller_model import (
+    Change,
+    ControllerModel,
+    ShutdownDecision,
+    TopicPartition,
+)
 from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
@@ -204,10 +209,11 @@ class Controller:
     def resign(self, reason: str) -> None:
         self.submit(ControllerEvent.RESIGN, reason)
 
-    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
-        remaining: list[TopicPartition] = await self.ask(
-            ControllerEvent.CONTROLLED_SHUTDOWN, broker_id)
-        return remaining
+    async def controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
+        """Move ``broker_id``'s leaderships away; what moved and what could not."""
+        decision: ShutdownDecision = await self.ask(ControllerEvent.CONTROLLED_SHUTDOWN,
+                                                    broker_id)
+        return decision
 
     async def ask(self, kind: ControllerEvent, payload: Any) -> Any:
         """Submit an event and wait for its result (NotControllerAnyMore if it resigned)."""
@@ -691,15 +697,14 @@ class Controller:
             return {}
         return zk.decode_reassignments(data)
 
-    async def _on_controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+    async def _on_controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
         if broker_id not in self.model.live:
-            return []
-        remaining: list[TopicPartition] = []
+            return ShutdownDecision([], [], [])
+        decisions: list[ShutdownDecision] = []
 
         def decide() -> list[Change]:
-            changes, left = self.model.elect_for_shutdown(broker_id)
-            remaining[:] = left
-            return changes
+            decisions.append(self.model.elect_for_shutdown(broker_id))
+            return decisions[-1].changes
 
         changes = await self._settle(decide)
         moved = [c.tp for c in changes]
@@ -709,9 +714,10 @@ class Controller:
         body = self.model.stop_replica(moved, delete=False).get(broker_id)
         if body is not None:
             self._queue(broker_id, ApiKey.STOP_REPLICA, body)
+        last = decisions[-1]
         log.info("controller.controlled_shutdown", broker_id=broker_id, moved=len(changes),
-                 remaining=len(remaining))
-        return remaining
+                 remaining=len(last.remaining), unmovable=len(last.unmovable))
+        return ShutdownDecision(changes, last.remaining, last.unmovable)
 
     async def _on_preferred_election(self, tps: list[TopicPartition] | None
                                      ) -> list[TopicPartition]:

@@ -13,7 +13,10 @@ become leader"):
 - offline election: the first replica, in assignment order, that is live and in the ISR;
 - a dead broker leaves every ISR it was in; an ISR is never emptied -- its last member stays,
   so that it can lead again when it comes back (no unclean election);
-- controlled shutdown: the first other live in-sync replica not itself shutting down;
+- controlled shutdown: the first other live in-sync replica not itself shutting down; a
+  partition with no other replica that is live and not stopping has nobody to move to (a
+  whole-cluster stop, replication factor 1): it stays led by the stopping broker and goes
+  offline with it;
 - preferred election: the first replica, if it is live and in the ISR.
 
 Every change of leader or ISR made here increments the leader epoch.
@@ -42,6 +45,20 @@ class Change:
     tp: TopicPartition
     state: LeaderIsr
     create: bool = False
+
+
+@dataclass(frozen=True)
+class ShutdownDecision:
+    """What a controlled shutdown of one broker does to the partitions it leads or follows."""
+
+    #: new states: its leaderships moved to other in-sync replicas, it out of every ISR
+    changes: list[Change]
+    #: led by it still, but another replica is live and not stopping: once that one is in
+    #: sync, another attempt moves the partition (Kafka's "partitions remaining")
+    remaining: list[TopicPartition]
+    #: led by it, and no other replica is live and not stopping (all down or stopping too,
+    #: or it is the only replica): no attempt will move it, it goes offline with the broker
+    unmovable: list[TopicPartition]
 
 
 @dataclass
@@ -141,12 +158,14 @@ class ControllerModel:
                 changes.append(Change(tp, self._next(state, leader, isr)))
         return changes
 
-    def elect_for_shutdown(self, broker_id: int) -> tuple[list[Change], list[TopicPartition]]:
+    def elect_for_shutdown(self, broker_id: int) -> ShutdownDecision:
         """Controlled shutdown of ``broker_id``: lead its partitions elsewhere and take it out
-        of every ISR. Returns the changes and the partitions nobody else can lead."""
+        of every ISR. The partitions nobody else can lead now are kept apart by whether a
+        later attempt could move them (``ShutdownDecision``)."""
         self.shutting_down.add(broker_id)
         changes: list[Change] = []
         remaining: list[TopicPartition] = []
+        unmovable: list[TopicPartition] = []
         for tp, state in sorted(self.states.items()):
             if broker_id not in state.isr and state.leader != broker_id:
                 continue
@@ -156,12 +175,15 @@ class ControllerModel:
                 leader = next((r for r in self.replicas(tp) if r in isr and self._eligible(r)),
                               NO_LEADER)
                 if leader == NO_LEADER:
-                    remaining.append(tp)
+                    if any(self._eligible(r) for r in self.replicas(tp) if r != broker_id):
+                        remaining.append(tp)  # that replica may yet join the ISR
+                    else:
+                        unmovable.append(tp)
                     continue
             if not isr:  # leaderless, with it as the last ISR member: keep it (never empty)
                 continue
             changes.append(Change(tp, self._next(state, leader, isr)))
-        return changes, remaining
+        return ShutdownDecision(changes, remaining, unmovable)
 
     def elect_preferred(self, tps: Iterable[TopicPartition] | None = None) -> list[Change]:
         """Move leadership back to each partition's first replica where it can take it."""

@@ -35,6 +35,7 @@ from broker.cluster.controller import (
     NotControllerAnyMore,
     try_to_become_controller,
 )
+from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.placement import (
@@ -399,49 +400,93 @@ class ClusterNode:
                 f"broker {self.broker_id} is not the controller "
                 f"(the controller is {self.cache.controller_id})")
         try:
-            remaining = await controller.controlled_shutdown(broker_id)
+            decision = await controller.controlled_shutdown(broker_id)
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
         return {"error_code": 0, "error_message": None,
-                "remaining_partitions": [{"topic": t, "partition": p} for t, p in remaining]}
+                "remaining_partitions": [{"topic": t, "partition": p}
+                                         for t, p in decision.remaining],
+                "unmovable_partitions": [{"topic": t, "partition": p}
+                                         for t, p in decision.unmovable]}
 
     @property
     def shutting_down(self) -> bool:
         return self._stopping
 
     async def shut_down_controlled(self) -> None:
-        """SIGTERM: ask the controller to move this broker's leaderships away, retrying as
-        Kafka does, before the broker closes (Kafka's ControlledShutdown)."""
+        """SIGTERM: ask the controller to move this broker's leaderships away before the broker
+        closes (Kafka's ControlledShutdown), and ask again after
+        ``controlled_shutdown_retry_backoff_ms`` while partitions remain that another live
+        replica may take once in sync. A partition no other replica can lead -- every other
+        one is down or stopping too (a whole-cluster stop), or it has no other -- is not
+        waited for: it goes offline with this broker, said in one line."""
         self._stopping = True
         if not self.settings.controlled_shutdown_enable or not self._registered.is_set():
             return
         attempts = self.settings.controlled_shutdown_max_retries + 1
+        decision: ShutdownDecision | None = None
         for attempt in range(attempts):
-            target = self.cache.brokers.get(self.cache.controller_id)
-            if self.controller is not None:
-                remaining = await self.controller.controlled_shutdown(self.broker_id)
-                if not remaining:
+            controller_id = self.cache.controller_id
+            answer = await self._ask_controlled_shutdown(attempt + 1)
+            if answer is not None:
+                decision = answer
+                if not answer.remaining:
                     break
-            elif target is not None:
-                link = BrokerLink(target.host, target.port, client_id=f"broker-{self.broker_id}",
-                                  timeout=self.settings.controller_socket_timeout_ms / 1000,
-                                  security=LinkSecurity.of(self.settings))
-                try:
-                    answer = await link.request(ApiKey.CONTROLLED_SHUTDOWN,
-                                                {"broker_id": self.broker_id})
-                    if not answer["remaining_partitions"]:
-                        break
-                except (LinkError, BrokerError) as exc:
-                    log.warning("cluster.controlled_shutdown_failed", attempt=attempt + 1,
-                                reason=str(exc))
-                finally:
-                    await link.aclose()
             if attempt + 1 < attempts:
-                await trio.sleep(self.settings.controlled_shutdown_retry_backoff_ms / 1000)
+                await self._pause_controlled_shutdown(controller_id, answered=answer is not None)
         else:
-            log.warning("cluster.controlled_shutdown_incomplete", attempts=attempts)
+            log.warning("cluster.controlled_shutdown_incomplete", attempts=attempts,
+                        remaining=None if decision is None else len(decision.remaining))
             return
+        assert decision is not None
+        if decision.unmovable:
+            log.warning("cluster.controlled_shutdown_unmovable", broker_id=self.broker_id,
+                        partitions=len(decision.unmovable),
+                        reason="no other replica is live and not stopping: offline until "
+                               "one of their replicas starts again")
         log.info("cluster.controlled_shutdown_done", broker_id=self.broker_id)
+
+    async def _ask_controlled_shutdown(self, attempt: int) -> ShutdownDecision | None:
+        """One ControlledShutdown, to this broker's own controller or over the wire; None when
+        no controller answered."""
+        if self.controller is not None:
+            try:
+                return await self.controller.controlled_shutdown(self.broker_id)
+            except NotControllerAnyMore as exc:
+                log.warning("cluster.controlled_shutdown_failed", attempt=attempt,
+                            reason=str(exc))
+                return None
+        target = self.cache.brokers.get(self.cache.controller_id)
+        if target is None:
+            log.warning("cluster.controlled_shutdown_failed", attempt=attempt,
+                        reason="no live controller is known")
+            return None
+        link = BrokerLink(target.host, target.port, client_id=f"broker-{self.broker_id}",
+                          timeout=self.settings.controller_socket_timeout_ms / 1000,
+                          security=LinkSecurity.of(self.settings))
+        try:
+            answer = await link.request(ApiKey.CONTROLLED_SHUTDOWN,
+                                        {"broker_id": self.broker_id}, version=1)
+        except (LinkError, BrokerError) as exc:
+            log.warning("cluster.controlled_shutdown_failed", attempt=attempt,
+                        controller=target.node_id, reason=str(exc))
+            return None
+        finally:
+            await link.aclose()
+        return ShutdownDecision(
+            [], [(p["topic"], p["partition"]) for p in answer["remaining_partitions"]],
+            [(p["topic"], p["partition"]) for p in answer["unmovable_partitions"]])
+
+    async def _pause_controlled_shutdown(self, controller_id: int, *, answered: bool) -> None:
+        """Before another attempt: the retry backoff after an answer (an out-of-sync replica
+        may catch up meanwhile); after no answer, only until another controller is known
+        (one that stopped is replaced within moments: in a whole-cluster stop, waiting out
+        the backoff for it is most of the stop)."""
+        with trio.move_on_after(self.settings.controlled_shutdown_retry_backoff_ms / 1000):
+            if answered:
+                await trio.sleep_forever()
+            while self.cache.controller_id == controller_id:
+                await self.cache.changed()
 
     # ====================================================================== client paths
 

@@ -17,6 +17,7 @@ from protocol.errors import (
     InvalidRequestError,
     StaleControllerEpochError,
 )
+from protocol.schema import for_version
 from protocol.wire import Request
 
 
@@ -52,7 +53,9 @@ async def controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str,
     if ctx.cluster is None:
         raise InvalidRequestError(
             f"broker {ctx.broker_id} runs without zookeeper_connect: there is no controller")
-    return await ctx.cluster.controlled_shutdown(request.body["broker_id"])
+    answer = await ctx.cluster.controlled_shutdown(request.body["broker_id"])
+    # v0 has no unmovable_partitions: a broker that asks v0 only sees them not remaining
+    return dict(for_version(request.api.response, answer, request.header.api_version))
 
 
 async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:

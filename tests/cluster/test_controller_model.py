@@ -23,7 +23,12 @@ from hypothesis.stateful import (
     rule,
 )
 
-from broker.cluster.controller_model import Change, ControllerModel, TopicPartition
+from broker.cluster.controller_model import (
+    Change,
+    ControllerModel,
+    ShutdownDecision,
+    TopicPartition,
+)
 from broker.cluster.partition_state import (
     PARTITION_MACHINE,
     STATE_DESCRIPTIONS,
@@ -226,8 +231,9 @@ def test_a_returning_replica_does_not_rejoin_the_isr_by_itself():
 def test_controlled_shutdown_moves_leadership_to_a_live_isr_member_not_itself_stopping():
     model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1, 2), 1: (1, 0, 2)}})
     model.shutting_down.add(1)  # 1 is stopping too: it is passed over
-    changes, remaining = model.elect_for_shutdown(0)
-    assert remaining == []
+    decision = model.elect_for_shutdown(0)
+    changes = decision.changes
+    assert decision.remaining == decision.unmovable == []
     assert [(c.tp, c.state.leader, c.state.isr, c.state.leader_epoch) for c in changes] == [
         (("t", 0), 2, (1, 2), 1),  # 0 led it: 2 takes over
         (("t", 1), 1, (1, 2), 1),  # 0 followed: it only leaves the ISR
@@ -237,23 +243,42 @@ def test_controlled_shutdown_moves_leadership_to_a_live_isr_member_not_itself_st
     assert model.shutting_down == {0, 1}
 
 
-def test_controlled_shutdown_returns_the_partitions_nobody_else_can_lead():
+def test_controlled_shutdown_returns_the_partitions_nobody_else_can_lead_yet():
+    """1 is live but out of sync: it may catch up before the broker asks again."""
     model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1), 1: (0, 2)}})
     set_state(model, ("t", 0), leader=0, isr=[0])  # 1 is out of sync
     before = model.states[("t", 0)]
-    changes, remaining = model.elect_for_shutdown(0)
-    assert remaining == [("t", 0)]
-    assert [c.tp for c in changes] == [("t", 1)]
-    write(model, changes)
+    decision = model.elect_for_shutdown(0)
+    assert decision.remaining == [("t", 0)]
+    assert decision.unmovable == []
+    assert [c.tp for c in decision.changes] == [("t", 1)]
+    write(model, decision.changes)
     assert model.states[("t", 0)] is before  # still led by the stopping broker
     # when it really stops, the partition is leaderless with it as the last ISR member
     [lost] = kill(model, 0)
     assert (lost.tp, lost.state.leader, lost.state.isr) == (("t", 0), NO_LEADER, (0,))
 
 
+def test_controlled_shutdown_when_every_other_replica_is_stopping_or_down_moves_nothing():
+    """A whole-cluster stop: the last broker to ask finds every other replica stopping (or
+    gone); no later attempt can move its partitions, so they are not "remaining" -- the
+    broker does not wait and ask again for them. A partition with one replica is the same."""
+    model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1, 2), 1: (0, 1)}, "solo": {0: (0,)}})
+    model.shutting_down.update({1, 2})
+    decision = model.elect_for_shutdown(0)
+    assert decision.remaining == []
+    assert decision.unmovable == [("solo", 0), ("t", 0), ("t", 1)]
+    assert decision.changes == []
+    # broker 1 gone rather than stopping: the same
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1)}})
+    del model.live[1]
+    write(model, model.elect_after_broker_change())
+    assert model.elect_for_shutdown(0) == ShutdownDecision([], [], [("t", 0)])
+
+
 def test_controlled_shutdown_of_a_broker_that_holds_nothing():
     model = make_model(live=[0, 1, 5], topics={"t": {0: (0, 1)}})
-    assert model.elect_for_shutdown(5) == ([], [])
+    assert model.elect_for_shutdown(5) == ShutdownDecision([], [], [])
 
 
 def test_controlled_shutdown_never_empties_the_isr_of_a_leaderless_partition():
@@ -263,8 +288,7 @@ def test_controlled_shutdown_never_empties_the_isr_of_a_leaderless_partition():
     model.shutting_down.add(1)
     write(model, model.elect_new(model.add_topic("t", {0: (1,)}, {})))
     assert model.states[("t", 0)] == LeaderIsr(NO_LEADER, 0, (1,), CONTROLLER_EPOCH, 0)
-    changes, remaining = model.elect_for_shutdown(1)
-    assert changes == [] and remaining == []
+    assert model.elect_for_shutdown(1) == ShutdownDecision([], [], [])
     assert model.states[("t", 0)].isr == (1,)
 
 
@@ -586,13 +610,18 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def controlled_shutdown(self, data: st.DataObject) -> None:
         broker = data.draw(st.sampled_from(sorted(self.model.live)))
-        changes, remaining = self.model.elect_for_shutdown(broker)
-        assert not {c.tp for c in changes} & set(remaining)
-        self.write(changes)
+        decision = self.model.elect_for_shutdown(broker)
+        remaining, unmovable = set(decision.remaining), set(decision.unmovable)
+        assert not {c.tp for c in decision.changes} & (remaining | unmovable)
+        assert not remaining & unmovable
+        self.write(decision.changes)
         for tp, state in self.model.states.items():
-            if tp in remaining:
+            others = [r for r in self.model.replicas(tp) if r != broker]
+            if tp in remaining | unmovable:
                 assert state.leader == broker
                 assert not [r for r in state.isr if r != broker and self.model._eligible(r)]
+                # unmovable: no other replica could ever take it; remaining: one may yet
+                assert any(self.model._eligible(r) for r in others) == (tp in remaining)
             elif state.leader != NO_LEADER:
                 assert broker != state.leader and broker not in state.isr
 
