@@ -103,11 +103,12 @@ def test_a_tiny_run_prints_every_line() -> None:
     assert producers[2]["where_time_goes"]["broker_to_broker_requests_per_s"] > 0
     assert all(line["messages"] == line["sent"] == 300 for line in latencies)
     assert all(line["p50_ms"] <= line["p99_ms"] for line in latencies)
-    # a kill is noticed only when the ZooKeeper session expires; acks=all needs the new ISR
+    # a kill is noticed only when the ZooKeeper session expires (a floor a slow machine cannot
+    # go below); acks=all needs the new ISR, without the old leader
     assert failover["zookeeper_session_timeout_ms"] == session_ms
     assert failover["zk_detection_window_ms"] == "1333-4000"
     assert failover["acks_1_time_ms"] >= session_ms * 2 / 3
-    assert failover["acks_all_time_ms"] >= failover["acks_1_time_ms"] - 20  # probe granularity
+    assert failover["acks_all_time_ms"] >= session_ms * 2 / 3
     assert failover["new_leader"] != failover["old_leader"]
     assert failover["old_leader"] not in failover["isr_after"]
     assert all(line["peak_rss_mb"] > 10 for line in lines)
