@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from typing import overload
 
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
 from protocol.compression import Codec
@@ -170,7 +171,10 @@ class RecordFuture:
             while not batch.done:
                 remaining = 1.0 if deadline is None else deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ClientTimeoutError(f"send to {batch.tp} not acknowledged in {timeout} s")
+                    assert timeout is not None  # only a deadline runs out
+                    raise ClientTimeoutError(
+                        f"send to {batch.tp} not acknowledged in {seconds_text(timeout)}"
+                    )
                 batch._drive(remaining)
                 batch = self._current()  # a split moves the message to a part
         if batch.error is not None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from client.cli_args import group_admin_client
 from client.cli_group_changes import add_group_change_parsers
 from client.cli_group_watch import add_watch_parser
+from client.durations import duration_text
 from client.group_admin import GroupDescription, MemberDescription, PartitionLag
 from protocol.errors import GroupIdNotFoundError
 
@@ -204,22 +205,6 @@ def _state_row(state: dict[str, Any]) -> tuple[object, ...]:
     return (state["group"], f"{coordinator['host']}:{coordinator['port']} "
             f"({coordinator['node_id']})", state["strategy"] or "-", state["state"],
             duration_text(state["in_state_ms"]), state["generation"], state["member_count"])
-
-
-def duration_text(ms: int | None) -> str:
-    """``850ms``, ``12.3s``, ``4m05s``, ``2h03m``, ``3d04h``; ``-`` for None."""
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms}ms"
-    if ms < 59_950:  # not "60.0s"
-        return f"{ms / 1000:.1f}s"
-    seconds = ms // 1000
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86_400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86_400}d{seconds % 86_400 // 3600:02d}h"
 
 
 def _partitions_text(assignment: Sequence[dict[str, Any]]) -> str:

@@ -40,6 +40,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from client.admin import Admin
 from client.consumer import Consumer
+from client.durations import seconds_text
 from client.errors import ClientError
 from client.future import Future
 from client.group_admin import GroupAdmin, GroupDescription
@@ -432,7 +433,7 @@ class Demo:
             now = time.monotonic()
             if now > deadline:
                 if required:
-                    raise DemoError(f"gave up waiting for {what} after {timeout:g} s")
+                    raise DemoError(f"gave up waiting for {what} after {seconds_text(timeout)}")
                 return
             for name, child in list(self._children.items()):
                 if not child.running:

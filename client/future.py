@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError, IllegalStateError
 
 T = TypeVar("T")
@@ -80,7 +81,8 @@ class Future(Generic[T]):
         while not self.done():
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
-                raise ClientTimeoutError(f"no result within {timeout} s")
+                assert timeout is not None  # only a deadline runs out
+                raise ClientTimeoutError(f"no result within {seconds_text(timeout)}")
             self._drive(remaining)
 
     def _settle(self) -> None:

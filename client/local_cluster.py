@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from client.durations import seconds_text
 from client.errors import ClientError
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")  # Debian's libzookeeper-java
@@ -311,7 +312,7 @@ class ZooKeeperServer:
                 return None
             if time.monotonic() >= deadline:
                 self.kill()
-                return f"was not serving within {timeout:g} s"
+                return f"was not serving within {seconds_text(timeout)}"
             time.sleep(_POLL_INTERVAL)
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
@@ -618,7 +619,7 @@ class LocalCluster:
                 if time.monotonic() >= deadline:
                     late = next(b for b in brokers if b.broker_id not in found)
                     raise self._start_error(
-                        late, f"was not listening within {self.start_timeout:g} s"
+                        late, f"was not listening within {seconds_text(self.start_timeout)}"
                     )
                 time.sleep(_POLL_INTERVAL)
         return tuple(found[b.broker_id] for b in brokers)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError
 from client.future import Future
 from client.network import NetworkClient
@@ -271,7 +272,8 @@ class MetadataTracker:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 raise ClientTimeoutError(
-                    f"no metadata within {timeout:g} s: {self.last_error or 'no response'}"
+                    f"no metadata within {seconds_text(timeout)}: "
+                    f"{self.last_error or 'no response'}"
                 )
             self.network.poll(min(remaining, self._backoff))
         return self.current
@@ -291,9 +293,11 @@ class MetadataTracker:
                 if info is not None and info.error is not ErrorCode.NONE:
                     raise info.error_for_topic()
                 if info is not None:
-                    raise ClientTimeoutError(f"topic {topic!r}: no leader within {timeout:g} s")
+                    raise ClientTimeoutError(
+                        f"topic {topic!r}: no leader within {seconds_text(timeout)}"
+                    )
                 raise ClientTimeoutError(
-                    f"no metadata for topic {topic!r} within {timeout:g} s: "
+                    f"no metadata for topic {topic!r} within {seconds_text(timeout)}: "
                     f"{self.last_error or 'no response'}"
                 )
             self.network.poll(min(remaining, self._backoff))

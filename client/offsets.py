@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError, partition_error
 from client.metadata import MetadataTracker
 from client.records import TopicPartition
@@ -68,7 +69,7 @@ def list_offsets(
         if left <= 0:
             raise ClientTimeoutError(
                 f"offsets of {', '.join(map(str, remaining_specs))} not found within "
-                f"{timeout:g} s: {last_error or 'no leader'}"
+                f"{seconds_text(timeout)}: {last_error or 'no leader'}"
             )
         metadata.poll()  # send the update an error asked for: the leader may have moved
         by_leader: dict[int, dict[TopicPartition, int]] = {}

@@ -40,6 +40,7 @@ from typing import Any, TypeGuard, Unpack
 
 from client.accumulator import RecordAccumulator
 from client.batch import ProducerBatch, RecordFuture, RecordFutures
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError, ConfigError, IllegalStateError, partition_error
 from client.future import Future
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
@@ -313,9 +314,10 @@ class Producer:
             while self._accumulator.queued_batches() or self._busy:
                 remaining = 1.0 if deadline is None else deadline - self._clock()
                 if remaining <= 0:
+                    assert timeout is not None  # only a deadline runs out
                     raise ClientTimeoutError(
                         f"flush: {self._accumulator.queued_batches()} batches queued and "
-                        f"{len(self._busy)} partitions in flight after {timeout} s"
+                        f"{len(self._busy)} partitions in flight after {seconds_text(timeout)}"
                     )
                 self._run_once(min(remaining, 1.0))
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from client.durations import seconds_text
 from client.errors import ClientTimeoutError, partition_error
 from client.group_offsets import offset_commit_body
 from client.network import NetworkClient
@@ -56,7 +57,7 @@ class GroupCommitter:
             if time.monotonic() >= deadline:
                 raise ClientTimeoutError(
                     f"group {self.group_id!r}: offsets not committed within "
-                    f"{self._timeout:g} s: {last_error or 'no answer'}"
+                    f"{seconds_text(self._timeout)}: {last_error or 'no answer'}"
                 )
             try:
                 node = self._find_coordinator(deadline)

@@ -52,3 +52,10 @@ def test_failure_is_raised_and_settling_twice_is_a_bug() -> None:
         future.succeed(1)
     with pytest.raises(IllegalStateError):
         _ = future.value
+
+
+def test_a_timeout_left_over_from_a_deadline_is_named_readably() -> None:
+    future: Future[int] = Future(lambda timeout: None)
+    with pytest.raises(ClientTimeoutError) as raised:
+        future.result(timeout=0.09349452899994048)
+    assert str(raised.value) == "no result within 93 ms"
