@@ -196,16 +196,30 @@ class Admin:
     def describe_configs(self, names: Iterable[str]) -> dict[str, list[ConfigEntry]]:
         """Every config of each named topic, effective value and source; raises the first
         topic's error (``UnknownTopicOrPartitionError`` naming it)."""
+        out: dict[str, list[ConfigEntry]] = {}
+        for name, configs in self.describe_configs_results(names).items():
+            if isinstance(configs, BrokerError):
+                raise configs
+            out[name] = configs
+        return out
+
+    def describe_configs_results(
+        self, names: Iterable[str]
+    ) -> dict[str, list[ConfigEntry] | BrokerError]:
+        """Each named topic's configs, or its typed error (``TopicAuthorizationFailedError``
+        without DescribeConfigs on it): one topic refused does not hide the others' answers,
+        as Kafka's DescribeConfigsResult has a future per resource."""
         self._check_open()
         body = {"resources": [{"resource_type": _RESOURCE_TOPIC, "resource_name": n,
                                "config_names": None} for n in names]}
         node = self._network.least_loaded_node()
         answer = self._network.send(node, ApiKey.DESCRIBE_CONFIGS, body).result(self._timeout)
-        out: dict[str, list[ConfigEntry]] = {}
+        out: dict[str, list[ConfigEntry] | BrokerError] = {}
         for r in answer["results"]:
             name = r["resource_name"]
             if r["error_code"]:
-                raise partition_error(f"topic {name!r}", r["error_code"], r["error_message"])
+                out[name] = partition_error(f"topic {name!r}", r["error_code"], r["error_message"])
+                continue
             out[name] = [ConfigEntry(c["name"], c["value"],
                                      _CONFIG_SOURCES.get(c["source"], str(c["source"])))
                          for c in r["configs"]]

@@ -46,7 +46,7 @@ from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp
 from client.producer import Producer
 from client.records import ConsumerRecord, TopicPartition
 from protocol.compression import Codec
-from protocol.errors import OdradekError
+from protocol.errors import OdradekError, TopicAuthorizationFailedError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 #: the longest ``consume`` waits in one poll: a stop signal is acted on within this
@@ -497,14 +497,25 @@ def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
         earliest = admin.list_offsets(dict.fromkeys(tps, EARLIEST)) if tps else {}
         latest = admin.list_offsets(dict.fromkeys(tps, LATEST)) if tps else {}
-        configs = admin.describe_configs([t.name for t in topics]) if topics else {}
+        configs = admin.describe_configs_results([t.name for t in topics]) if topics else {}
     described = [_describe(t, earliest, latest) for t in topics]
     for entry in described:
+        found = configs.get(entry["topic"], [])
+        if isinstance(found, TopicAuthorizationFailedError):
+            # Partitions need Describe, configs DescribeConfigs, which a principal granted Read
+            # or Write on the topic lacks: show what it may see, and say what it may not.
+            entry["configs"], entry["configs_error"] = None, str(found)
+            if not args.json:
+                output.note(f"note: configs not shown: {found}")
+            continue
+        if not isinstance(found, list):
+            raise found
         entry["configs"] = [
             {"name": c.name, "value": c.value, "source": c.source}
-            for c in configs.get(entry["topic"], [])
+            for c in found
             if args.all_configs or c.source == "topic"
         ]
+        entry["configs_error"] = None
     if args.json:
         output.json(described)
         return 0
@@ -524,7 +535,7 @@ def cmd_topics_describe(args: argparse.Namespace, output: Output) -> int:
     columns = ("topic", "partition", "leader", "replicas", "isr", "earliest", "latest")
     output.table("topics", columns, rows)
     config_rows = [(t["topic"], c["name"], "" if c["value"] is None else c["value"], c["source"])
-                   for t in described for c in t["configs"]]
+                   for t in described for c in t["configs"] or ()]
     if config_rows:
         output.table("configs", ("topic", "config", "value", "source"), config_rows)
     return 0

@@ -161,7 +161,7 @@ async def describe_configs(ctx: BrokerContext, request: Request) -> dict[str, An
         if not ctx.security.allowed(ApiKey.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                           error_message=f"not authorized to describe the configs of topic "
-                          f"{name!r}")
+                          f"{name!r} (needs DescribeConfigs on the topic)")
             continue
         topic = (ctx.cluster.cache if ctx.cluster is not None else ctx.topics).get(name)
         if topic is None:

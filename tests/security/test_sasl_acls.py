@@ -159,6 +159,36 @@ def test_an_acl_on_a_sasl_user_lets_alice_in_and_keeps_bob_out(secured: Secured)
     assert PASSWORD not in secured.broker.log_text()
 
 
+def test_topics_describe_without_describe_configs_shows_the_partitions_and_why_no_configs(
+    secured: Secured,
+) -> None:
+    """alice, granted Create, Write and Read on orders as docs/security.md does, lacks
+    DescribeConfigs: ``topics describe`` shows her the partitions and says the configs were
+    not authorized, instead of failing as a whole."""
+    secured.allow("User:alice", "--operation", "Create", "--operation", "Write",
+                  "--operation", "Read", "--topic", "orders")
+    refusal = "not authorized to describe the configs of topic 'orders'"
+
+    table = secured.odradek("alice", "topics", "describe", "orders")
+    assert table.returncode == 0, table.stderr
+    assert "orders" in table.stdout and "earliest" in table.stdout
+    assert "configs not shown" in table.stderr and refusal in table.stderr
+    assert "Traceback" not in table.stderr
+
+    for names in (["orders"], []):  # named, and every topic she may describe
+        described = secured.odradek("alice", "topics", "describe", *names, "--json")
+        assert described.returncode == 0, described.stderr
+        [topic] = json.loads(described.stdout)
+        assert topic["topic"] == "orders"
+        assert [p["partition"] for p in topic["partitions"]] == [0]
+        assert topic["configs"] is None and refusal in topic["configs_error"]
+
+    # with DescribeConfigs (the admin is a super user) the same command shows them
+    overrides = secured.odradek("admin", "topics", "describe", "orders", "--json")
+    [topic] = json.loads(overrides.stdout)
+    assert topic["configs"] == [] and topic["configs_error"] is None
+
+
 def test_a_client_certificates_principal_is_matched_by_an_acl(secured: Secured) -> None:
     certificate_user = "User:CN=alice,OU=eng,O=example"
     secured.allow(certificate_user, "--operation", "Write", "--topic", "orders")
