@@ -754,6 +754,7 @@ class Controller:
         """Write partition states, each transaction fenced by the epoch check; a partition
         whose znode moved under us is read again and adopted as it is. Returns those."""
         moved: set[TopicPartition] = set()
+        self.model.check(changes)  # the table first: nothing is written that it refuses
         for start in range(0, len(changes), WRITES_PER_TRANSACTION):
             batch = changes[start:start + WRITES_PER_TRANSACTION]
             results = await self._fenced(self._write_batch, batch)
@@ -762,7 +763,7 @@ class Controller:
                     moved.add(change.tp)
                     await self._reread(change.tp)
                 else:
-                    self.model.record(change, version)
+                    self.model.written(change, version)
         return moved
 
     def _write_batch(self, batch: list[Change]) -> list[int | None]:

@@ -8,7 +8,7 @@ requests to send to brokers. Every partition move is checked against ``PARTITION
 and logged as a "state change" line an operator can follow.
 
 Election rules (Kafka's, seed 003: "followers which are out of sync will NOT be eligible to
-become leader"):
+become leader"), each a pure function in ``elections``:
 
 - offline election: the first replica, in assignment order, that is live and in the ISR;
 - a dead broker leaves every ISR it was in; an ISR is never emptied -- its last member stays,
@@ -30,8 +30,16 @@ from typing import Any
 
 import structlog
 
+from broker.cluster.elections import (
+    controlled_shutdown_leader,
+    offline_leader,
+    preferred_leader,
+    reassignment_leader,
+    shrink_isr,
+)
 from broker.cluster.partition_state import PARTITION_MACHINE, PartitionEvent, PartitionState
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
+from coordinator.statemachine import IllegalTransition
 
 log = structlog.get_logger(__name__)
 
@@ -40,11 +48,24 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True)
 class Change:
-    """A partition state to write; ``create``: the state znode does not exist yet."""
+    """A partition state to write; ``create``: the state znode does not exist yet.
+
+    The partition machine's event it makes is fixed with it, before the write (Kafka's
+    PartitionStateMachine checks each move against the valid previous states first): a state
+    with a leader elects it, one without loses it."""
 
     tp: TopicPartition
     state: LeaderIsr
     create: bool = False
+
+    @property
+    def event(self) -> PartitionEvent:
+        return leadership_event(self.state.leader)
+
+
+def leadership_event(leader: int) -> PartitionEvent:
+    """The partition machine's event for a state led by ``leader`` (or by nobody)."""
+    return PartitionEvent.LEADER_ELECTED if leader != NO_LEADER else PartitionEvent.LEADER_LOST
 
 
 @dataclass(frozen=True)
@@ -99,11 +120,13 @@ class ControllerModel:
         return new
 
     def adopt_state(self, tp: TopicPartition, state: LeaderIsr) -> None:
-        """A state read from ZooKeeper at controller start-up."""
+        """A state read from ZooKeeper (at controller start-up, or written by a leader under
+        ours): Online only with a live leader. The move is the table's, checked first."""
+        event = leadership_event(state.leader if state.leader in self.live else NO_LEADER)
+        self._check(tp, event)
         self.states[tp] = state
-        self.machine[tp] = (
-            PartitionState.ONLINE if state.leader in self.live else PartitionState.OFFLINE
-        )
+        self._move(tp, event, leader=state.leader, leader_epoch=state.leader_epoch,
+                   isr=list(state.isr))
 
     def remove_topic(self, topic: str) -> list[TopicPartition]:
         removed = [(topic, p) for p in sorted(self.assignments.pop(topic, {}))]
@@ -111,7 +134,6 @@ class ControllerModel:
         for tp in removed:
             self._move(tp, PartitionEvent.DELETED)
             self.states.pop(tp, None)
-            self.machine.pop(tp, None)
         return removed
 
     # -------------------------------------------------------------------------- decisions
@@ -128,35 +150,38 @@ class ControllerModel:
                 state = LeaderIsr(alive[0], 0, tuple(alive), self.epoch)
             else:
                 state = LeaderIsr(NO_LEADER, 0, replicas, self.epoch)
-            changes.append(Change(tp, state, create=True))
+            changes.append(self._change(tp, state, create=True))
         return changes
 
     def elect_after_broker_change(self) -> list[Change]:
-        """After brokers died or came back: every partition whose leader is not live gets one
-        from its ISR, and dead brokers leave the ISRs."""
+        """After brokers died or came back: dead brokers leave the ISRs (``shrink_isr``), then
+        every partition whose leader is not live gets one (``offline_leader``)."""
         changes = []
         for tp, state in sorted(self.states.items()):
-            replicas = self.replicas(tp)
-            # never empty: with no live member, keep the one most likely to hold the most --
-            # the last leader if it was in sync, else the last member
-            last = [state.leader] if state.leader in state.isr else list(state.isr[-1:])
-            isr = [r for r in state.isr if r in self.live] or last
+            isr = shrink_isr(state.leader, state.isr, self.live)
             leader = state.leader
             if leader not in self.live:
-                leader = next((r for r in replicas if r in isr and self._eligible(r)),
-                              NO_LEADER)
-                if leader == NO_LEADER and self.unclean_allowed(tp[0]):
-                    leader = next((r for r in replicas if self._eligible(r)), NO_LEADER)
-                    if leader != NO_LEADER:
-                        # what the old ISR had and this replica lacks is lost
-                        log.warning("controller.unclean_election", topic=tp[0],
-                                    partition=tp[1], leader=leader, lost_isr=list(state.isr))
-                        isr = [leader]
+                leader = self._offline_election(tp, state, isr)
+                if leader != NO_LEADER and leader not in isr:
+                    isr = [leader]  # unclean: the old ISR's data is not on it
             if leader != NO_LEADER and leader not in isr:
                 isr.insert(0, leader)
             if leader != state.leader or tuple(isr) != state.isr:
-                changes.append(Change(tp, self._next(state, leader, isr)))
+                changes.append(self._change(tp, self._next(state, leader, isr)))
         return changes
+
+    def _offline_election(self, tp: TopicPartition, state: LeaderIsr, isr: Sequence[int]
+                          ) -> int:
+        unclean = self.unclean_allowed(tp[0])
+        leader = offline_leader(self.replicas(tp), isr, self._eligible_set(),
+                                unclean_allowed=unclean)
+        if leader is None:
+            return NO_LEADER
+        if leader not in isr:
+            # what the old ISR had and this replica lacks is lost
+            log.warning("controller.unclean_election", topic=tp[0], partition=tp[1],
+                        leader=leader, lost_isr=list(state.isr))
+        return leader
 
     def elect_for_shutdown(self, broker_id: int) -> ShutdownDecision:
         """Controlled shutdown of ``broker_id``: lead its partitions elsewhere and take it out
@@ -166,37 +191,38 @@ class ControllerModel:
         changes: list[Change] = []
         remaining: list[TopicPartition] = []
         unmovable: list[TopicPartition] = []
+        eligible = self._eligible_set()
         for tp, state in sorted(self.states.items()):
             if broker_id not in state.isr and state.leader != broker_id:
                 continue
             isr = [r for r in state.isr if r != broker_id]
             leader = state.leader
             if leader == broker_id:
-                leader = next((r for r in self.replicas(tp) if r in isr and self._eligible(r)),
-                              NO_LEADER)
-                if leader == NO_LEADER:
-                    if any(self._eligible(r) for r in self.replicas(tp) if r != broker_id):
+                elected = controlled_shutdown_leader(self.replicas(tp), isr, eligible, broker_id)
+                if elected is None:
+                    if any(r in eligible for r in self.replicas(tp) if r != broker_id):
                         remaining.append(tp)  # that replica may yet join the ISR
                     else:
                         unmovable.append(tp)
                     continue
+                leader = elected
             if not isr:  # leaderless, with it as the last ISR member: keep it (never empty)
                 continue
-            changes.append(Change(tp, self._next(state, leader, isr)))
+            changes.append(self._change(tp, self._next(state, leader, isr)))
         return ShutdownDecision(changes, remaining, unmovable)
 
     def elect_preferred(self, tps: Iterable[TopicPartition] | None = None) -> list[Change]:
         """Move leadership back to each partition's first replica where it can take it."""
         changes = []
+        eligible = self._eligible_set()
         for tp in sorted(self.states if tps is None else tps):
             state = self.states.get(tp)
             replicas = self.replicas(tp)
             if state is None or not replicas:
                 continue
-            preferred = replicas[0]
-            if (state.leader != preferred and preferred in state.isr
-                    and self._eligible(preferred)):
-                changes.append(Change(tp, self._next(state, preferred, list(state.isr))))
+            preferred = preferred_leader(replicas, state.isr, eligible)
+            if preferred is not None and preferred != state.leader:
+                changes.append(self._change(tp, self._next(state, preferred, list(state.isr))))
         return changes
 
     def start_reassignment(self, tp: TopicPartition, target: Sequence[int]) -> Change | None:
@@ -213,7 +239,7 @@ class ControllerModel:
         self.assignments[tp[0]][tp[1]] = union
         log.info("controller.reassignment_started", topic=tp[0], partition=tp[1],
                  old=list(old), target=list(target))
-        return Change(tp, self._next(state, state.leader, list(state.isr)))
+        return self._change(tp, self._next(state, state.leader, list(state.isr)))
 
     def finish_reassignments(self) -> list[tuple[Change, tuple[int, ...]]]:
         """Reassignment, last step, for each moving partition whose new replicas are all in
@@ -227,14 +253,12 @@ class ControllerModel:
                 continue
             if not set(target) <= set(state.isr):
                 continue
-            leader = state.leader
-            if leader not in target or not self._eligible(leader):
-                leader = next((r for r in target if self._eligible(r)), NO_LEADER)
-                if leader == NO_LEADER:
-                    continue  # wait for a new replica to be live
+            leader = reassignment_leader(target, state.isr, self._eligible_set(), state.leader)
+            if leader is None:
+                continue  # wait for a new replica to be live
             isr = [r for r in state.isr if r in target]
             removed = tuple(r for r in self.replicas(tp) if r not in target)
-            done.append((Change(tp, self._next(state, leader, isr)), removed))
+            done.append((self._change(tp, self._next(state, leader, isr)), removed))
         return done
 
     def reassignment_done(self, tp: TopicPartition) -> None:
@@ -257,16 +281,22 @@ class ControllerModel:
                 lost[replicas[0]] = lost.get(replicas[0], 0) + 1
         return {b: lost.get(b, 0) / n for b, n in should.items()}
 
-    # ----------------------------------------------------------------------- after writes
+    # ------------------------------------------------------------------- before and after
 
-    def record(self, change: Change, zk_version: int) -> None:
-        """``change`` is in ZooKeeper now, at ``zk_version``: adopt it."""
+    def check(self, changes: Iterable[Change]) -> None:
+        """Before any write: each change's move must be in the partition table from the
+        partition's state now (IllegalTransition names the partition, state and event)."""
+        for change in changes:
+            self._check(change.tp, change.event)
+
+    def written(self, change: Change, zk_version: int) -> None:
+        """``change`` -- checked before the write -- is in ZooKeeper now, at ``zk_version``:
+        the partition takes its state and makes the move decided with it."""
+        self._check(change.tp, change.event)
         state = replace(change.state, zk_version=zk_version)
         self.states[change.tp] = state
-        event = PartitionEvent.LEADER_ELECTED if state.leader != NO_LEADER else (
-            PartitionEvent.LEADER_LOST)
-        self._move(change.tp, event, leader=state.leader, leader_epoch=state.leader_epoch,
-                   isr=list(state.isr))
+        self._move(change.tp, change.event, leader=state.leader,
+                   leader_epoch=state.leader_epoch, isr=list(state.isr))
 
     # --------------------------------------------------------------------------- requests
 
@@ -334,13 +364,33 @@ class ControllerModel:
     def _eligible(self, broker_id: int) -> bool:
         return broker_id in self.live and broker_id not in self.shutting_down
 
+    def _eligible_set(self) -> set[int]:
+        """The brokers that may lead: live and not shutting down."""
+        return set(self.live) - self.shutting_down
+
     def _next(self, state: LeaderIsr, leader: int, isr: Sequence[int]) -> LeaderIsr:
         return LeaderIsr(leader, state.leader_epoch + 1, tuple(isr), self.epoch,
                          state.zk_version)
 
+    def _change(self, tp: TopicPartition, state: LeaderIsr, create: bool = False) -> Change:
+        """A decided change, its move checked against the partition table before it leaves
+        the model: no write is ever made that the table would refuse afterwards."""
+        change = Change(tp, state, create)
+        self._check(tp, change.event)
+        return change
+
+    def _check(self, tp: TopicPartition, event: PartitionEvent) -> PartitionState:
+        """The state ``event`` moves ``tp`` to; IllegalTransition, naming the partition, if the
+        table has no such move from its state now."""
+        before = self.machine.get(tp, PARTITION_MACHINE.initial)
+        try:
+            return PARTITION_MACHINE.next_state(before, event)
+        except IllegalTransition as exc:
+            raise IllegalTransition(f"{exc} (partition {tp[0]}-{tp[1]})") from None
+
     def _move(self, tp: TopicPartition, event: PartitionEvent, **detail: Any) -> None:
         before = self.machine.get(tp, PARTITION_MACHINE.initial)
-        after = PARTITION_MACHINE.next_state(before, event)
+        after = self._check(tp, event)
         if after is PartitionState.NON_EXISTENT:
             self.machine.pop(tp, None)
         else:

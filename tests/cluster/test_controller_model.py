@@ -66,10 +66,12 @@ def make_model(
 
 
 def write(model: ControllerModel, changes: Iterable[Change]) -> list[Change]:
-    """Record each change as the driver does once ZooKeeper accepted it."""
+    """Check the changes against the table, then adopt each as the driver does once ZooKeeper
+    accepted it."""
     done = list(changes)
+    model.check(done)
     for change in done:
-        model.record(change, 0 if change.create else change.state.zk_version + 1)
+        model.written(change, 0 if change.create else change.state.zk_version + 1)
     return done
 
 
@@ -381,7 +383,7 @@ def test_the_partition_table_has_kafkas_predecessors():
     }
 
 
-def test_record_moves_the_partition_machine_and_logs_a_state_change():
+def test_a_written_change_moves_the_partition_machine_and_logs_a_state_change():
     model = make_model(live=[0, 1])
     new = model.add_topic("t", {0: (0, 1)}, {})
     with structlog.testing.capture_logs() as logs:
@@ -403,21 +405,41 @@ def test_record_moves_the_partition_machine_and_logs_a_state_change():
 
 
 def test_a_second_created_is_an_illegal_transition():
-    """A driver that adopts a partition's state before creating its topic would create it a
-    second time; the table refuses (h11's rule: a move not listed is a bug, raised)."""
+    """A driver that adopts a partition's state before creating its topic is refused by the
+    table (h11's rule: a move not listed is a bug, raised); so is a second Created."""
     model = make_model(live=[0])
+    with pytest.raises(IllegalTransition,
+                       match=r"NON_EXISTENT on LEADER_ELECTED \(partition t-0\)"):
+        model.adopt_state(("t", 0), LeaderIsr(0, 3, (0,), CONTROLLER_EPOCH - 1, 9))
+    assert ("t", 0) not in model.machine and ("t", 0) not in model.states
+    model.add_topic("t", {0: (0,)}, {})
     model.adopt_state(("t", 0), LeaderIsr(0, 3, (0,), CONTROLLER_EPOCH - 1, 9))
     assert model.machine[("t", 0)] is PartitionState.ONLINE
-    with pytest.raises(IllegalTransition, match="partition: no transition from ONLINE on CREATED"):
-        model.add_topic("t", {0: (0,)}, {})
     with pytest.raises(IllegalTransition, match="NEW on CREATED"):
         PARTITION_MACHINE.next_state(PartitionState.NEW, PartitionEvent.CREATED)
 
 
-def test_recording_a_partition_that_was_never_created_is_an_illegal_transition():
+def test_a_change_to_a_partition_that_was_never_created_is_refused_before_the_write():
+    """The table is checked when a change is checked, before any write; writing it anyway is
+    refused too, and changes nothing."""
     model = make_model(live=[0])
+    ghost = Change(("ghost", 0), LeaderIsr(0, 0, (0,), CONTROLLER_EPOCH))
+    assert ghost.event is PartitionEvent.LEADER_ELECTED
     with pytest.raises(IllegalTransition, match="NON_EXISTENT on LEADER_ELECTED"):
-        model.record(Change(("ghost", 0), LeaderIsr(0, 0, (0,), CONTROLLER_EPOCH)), 0)
+        model.check([ghost])
+    with pytest.raises(IllegalTransition, match="NON_EXISTENT on LEADER_ELECTED"):
+        model.written(ghost, 0)
+    assert model.states == {} and model.machine == {}
+
+
+def test_every_change_the_model_decides_is_checked_against_the_table_first():
+    """A decision over a partition the table would not let move is refused at once, not after
+    its write: here a state known for a partition the machine forgot (a bug in the driver)."""
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1)}})
+    del model.machine[("t", 0)]
+    with pytest.raises(IllegalTransition,
+                       match=r"NON_EXISTENT on LEADER_ELECTED \(partition t-0\)"):
+        kill(model, 1)
 
 
 def test_adopted_states_are_online_only_with_a_live_leader():

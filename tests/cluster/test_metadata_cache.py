@@ -27,12 +27,12 @@ class Controller:
                configs: Mapping[str, str] | None = None) -> None:
         new = self.model.add_topic(topic, assignment, configs or {})
         for change in self.model.elect_new(new):
-            self.model.record(change, 0)
+            self.model.written(change, 0)
 
     def kill(self, broker_id: int) -> None:
         del self.model.live[broker_id]
         for change in self.model.elect_after_broker_change():
-            self.model.record(change, change.state.zk_version + 1)
+            self.model.written(change, change.state.zk_version + 1)
 
 
 def listening(cache: MetadataCache) -> list[tuple[str, int | None]]:
