@@ -18,7 +18,6 @@ import functools
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import structlog
@@ -34,6 +33,23 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent
 
 from broker.cluster import zk_layout as zk
+from broker.cluster.controller_events import (
+    EVENT_KINDS,
+    AssignmentChanged,
+    BrokersChanged,
+    ConfigChanges,
+    ControlledShutdown,
+    ControllerEvent,
+    DeleteTopics,
+    DeletionsFired,
+    IsrChanges,
+    PreferredElection,
+    Reassign,
+    ReplicaDeleted,
+    Resign,
+    RewatchAssignments,
+    TopicsChanged,
+)
 from broker.cluster.controller_model import (
     Change,
     ControllerModel,
@@ -69,28 +85,11 @@ def _session_ended(exc: BaseException) -> str:
     return f"the ZooKeeper connection or session was lost ({type(exc).__name__})"
 
 
-class ControllerEvent(Enum):
-    """What the controller's one queue carries; each has one handler in ``_HANDLERS``."""
-
-    RESIGN = "resign"
-    BROKERS_CHANGED = "brokers changed"
-    TOPICS_CHANGED = "topics changed"
-    REWATCH_ASSIGNMENTS = "rewatch assignments"
-    ASSIGNMENT_CHANGED = "assignment changed"
-    DELETIONS_FIRED = "deletions requested"
-    DELETE_TOPICS = "delete topics"
-    ISR_CHANGES = "ISR changes"
-    CONFIG_CHANGES = "config changes"
-    REASSIGN = "reassign"
-    CONTROLLED_SHUTDOWN = "controlled shutdown"
-    PREFERRED_ELECTION = "preferred election"
-    REPLICA_DELETED = "replica deleted"
-
-
 @dataclass
-class _Event:
-    kind: ControllerEvent
-    payload: Any = None
+class _Queued:
+    """An event in the queue, with whom to answer when it was asked (``ask``)."""
+
+    event: ControllerEvent
     reply: Callable[[Any], None] | None = None
 
 
@@ -159,7 +158,7 @@ class Controller:
 
     def __post_init__(self) -> None:
         self.model = ControllerModel(self.broker_id, self.elected.epoch)
-        self._send, self._events = trio.open_memory_channel[_Event](math.inf)
+        self._send, self._events = trio.open_memory_channel[_Queued](math.inf)
 
     @property
     def epoch(self) -> int:
@@ -180,8 +179,8 @@ class Controller:
                         raise NotControllerAnyMore(_session_ended(exc)) from None
                     if self.settings.auto_leader_rebalance_enable:
                         nursery.start_soon(self._check_imbalance)
-                    async for event in self._events:
-                        await self._handle(event)
+                    async for queued in self._events:
+                        await self._handle(queued)
                 except NotControllerAnyMore as exc:
                     log.warning("controller.resigned", broker_id=self.broker_id,
                                 epoch=self.epoch, reason=str(exc))
@@ -193,29 +192,42 @@ class Controller:
             # whoever still waits for an answer (``ask``) hears that this reign is over
             with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
                 while True:
-                    event = self._events.receive_nowait()
-                    if event.reply is not None:
-                        event.reply(NotControllerAnyMore(
+                    queued = self._events.receive_nowait()
+                    if queued.reply is not None:
+                        queued.reply(NotControllerAnyMore(
                             "this broker is not the controller any more"))
 
-    def submit(self, kind: ControllerEvent, payload: Any = None,
-               reply: Callable[[Any], None] | None = None) -> None:
+    def submit(self, event: ControllerEvent, reply: Callable[[Any], None] | None = None
+               ) -> None:
         try:
-            self._send.send_nowait(_Event(kind, payload, reply))
+            self._send.send_nowait(_Queued(event, reply))
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             if reply is not None:
                 reply(NotControllerAnyMore("this broker is not the controller any more"))
 
     def resign(self, reason: str) -> None:
-        self.submit(ControllerEvent.RESIGN, reason)
+        self.submit(Resign(reason))
 
     async def controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
         """Move ``broker_id``'s leaderships away; what moved and what could not."""
-        decision: ShutdownDecision = await self.ask(ControllerEvent.CONTROLLED_SHUTDOWN,
-                                                    broker_id)
+        decision: ShutdownDecision = await self.ask(ControlledShutdown(broker_id))
         return decision
 
-    async def ask(self, kind: ControllerEvent, payload: Any) -> Any:
+    async def reassign(self, wanted: Iterable[tuple[TopicPartition, Iterable[int]]]
+                       ) -> dict[TopicPartition, str | None]:
+        """Start moving partitions to new replicas: per partition, None or why it cannot."""
+        answer: dict[TopicPartition, str | None] = await self.ask(Reassign(
+            tuple((tp, tuple(target)) for tp, target in wanted)))
+        return answer
+
+    async def elect_preferred(self, tps: Iterable[TopicPartition] | None
+                              ) -> list[TopicPartition]:
+        """Lead ``tps`` (None: every partition) from their first replica: those moved."""
+        moved: list[TopicPartition] = await self.ask(
+            PreferredElection(None if tps is None else tuple(tps)))
+        return moved
+
+    async def ask(self, event: ControllerEvent) -> Any:
         """Submit an event and wait for its result (NotControllerAnyMore if it resigned)."""
         done = trio.Event()
         answer: list[Any] = []
@@ -224,7 +236,7 @@ class Controller:
             answer.append(value)
             done.set()
 
-        self.submit(kind, payload, reply)
+        self.submit(event, reply)
         await done.wait()
         if isinstance(answer[0], BaseException):
             raise answer[0]
@@ -257,8 +269,8 @@ class Controller:
         self.model.reassigning = {
             tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
             if tp in self.model.states}
-        await self._on_isr_changes(None)
-        await self._on_config_changes(None)
+        await self._on_isr_changes(IsrChanges())
+        await self._on_config_changes(ConfigChanges())
         await self._advance_reassignments()
         log.info("controller.started", epoch=self.epoch, brokers=sorted(registrations),
                  topics=len(topics), partitions=len(self.model.states))
@@ -314,22 +326,22 @@ class Controller:
         names = self.zoo.kazoo.get_children(
             zk.DELETE_TOPICS, watch=self.zoo.forward(self._deletions_fired))
         if names:
-            self.submit(ControllerEvent.DELETE_TOPICS, names)
+            self.submit(DeleteTopics(tuple(names)))
 
     def _isr_changes_fired(self, event: WatchedEvent) -> None:
-        self.submit(ControllerEvent.ISR_CHANGES)
+        self.submit(IsrChanges())
 
     def _config_changes_fired(self, event: WatchedEvent) -> None:
         # with no path (the connection dropped, every watch forgotten) as with one: reading
         # the notifications again sets the watch again and misses none
-        self.submit(ControllerEvent.CONFIG_CHANGES)
+        self.submit(ConfigChanges())
 
     # watches fire once; each handler re-reads (and re-arms) in the controller task
     def _brokers_fired(self, event: WatchedEvent) -> None:
-        self.submit(ControllerEvent.BROKERS_CHANGED)
+        self.submit(BrokersChanged())
 
     def _topics_fired(self, event: WatchedEvent) -> None:
-        self.submit(ControllerEvent.TOPICS_CHANGED)
+        self.submit(TopicsChanged())
 
     def _assignment_fired(self, event: WatchedEvent) -> None:
         if event.path is None:
@@ -337,32 +349,33 @@ class Controller:
             # them all: read every topic again (once), which sets their watches again
             if not self._rewatch_pending:
                 self._rewatch_pending = True
-                self.submit(ControllerEvent.REWATCH_ASSIGNMENTS)
+                self.submit(RewatchAssignments())
             return
         topic = event.path.rsplit("/", 1)[-1]
-        self.submit(ControllerEvent.ASSIGNMENT_CHANGED, topic)
+        self.submit(AssignmentChanged(topic))
 
     def _deletions_fired(self, event: WatchedEvent) -> None:
-        self.submit(ControllerEvent.DELETIONS_FIRED)
+        self.submit(DeletionsFired())
 
     # ============================================================================ events
 
-    async def _handle(self, event: _Event) -> None:
-        if event.kind is ControllerEvent.RESIGN:
-            raise NotControllerAnyMore(str(event.payload))
+    async def _handle(self, queued: _Queued) -> None:
+        event = queued.event
+        if isinstance(event, Resign):
+            raise NotControllerAnyMore(event.reason)
         try:
             try:
-                result = await _HANDLERS[event.kind](self, event.payload)
+                result = await _HANDLERS[type(event)](self, event)
             except SESSION_ENDED as exc:
                 raise NotControllerAnyMore(_session_ended(exc)) from None
         except NotControllerAnyMore as exc:
-            if event.reply is not None:
-                event.reply(exc)
+            if queued.reply is not None:
+                queued.reply(exc)
             raise
-        if event.reply is not None:
-            event.reply(result)
+        if queued.reply is not None:
+            queued.reply(result)
 
-    async def _on_brokers_changed(self, _: Any) -> None:
+    async def _on_brokers_changed(self, _: BrokersChanged) -> None:
         def read() -> dict[int, zk.BrokerRegistration]:
             ids = self.zoo.kazoo.get_children(
                 zk.BROKER_IDS, watch=self.zoo.forward(self._brokers_fired))
@@ -402,7 +415,7 @@ class Controller:
         self._tell([c.tp for c in changes])
         await self._advance_reassignments()
 
-    async def _on_topics_changed(self, _: Any) -> None:
+    async def _on_topics_changed(self, _: TopicsChanged) -> None:
         def read() -> dict[str, Any]:
             names = self.zoo.kazoo.get_children(
                 zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
@@ -411,12 +424,13 @@ class Controller:
 
         await self._add(await self.zoo.call(read))
 
-    async def _on_rewatch_assignments(self, _: Any) -> None:
+    async def _on_rewatch_assignments(self, _: RewatchAssignments) -> None:
         self._rewatch_pending = False
         for topic in sorted(self.model.assignments):
-            await self._on_assignment_changed(topic)
+            await self._on_assignment_changed(AssignmentChanged(topic))
 
-    async def _on_assignment_changed(self, topic: str) -> None:
+    async def _on_assignment_changed(self, event: AssignmentChanged) -> None:
+        topic = event.topic
         if topic not in self.model.assignments:
             return
         try:
@@ -434,19 +448,19 @@ class Controller:
         await self._write(self.model.elect_new(new))
         self._tell(new, new_replicas=True)
 
-    async def _on_deletions_fired(self, _: Any) -> None:
+    async def _on_deletions_fired(self, _: DeletionsFired) -> None:
         names = await self.zoo.call(
             self.zoo.kazoo.get_children, zk.DELETE_TOPICS,
             watch=self.zoo.forward(self._deletions_fired))
         if names:
-            await self._on_delete_topics(names)
+            await self._on_delete_topics(DeleteTopics(tuple(names)))
 
-    async def _on_delete_topics(self, names: list[str]) -> None:
+    async def _on_delete_topics(self, event: DeleteTopics) -> None:
         """The topic leaves the model and every broker's metadata at once; each replica is
         told to delete its log, and the znodes -- the name -- go once all have (a replica on a
         dead broker waits for its return: that broker must not keep the old log under a name
         that may be created again)."""
-        for topic in sorted(names):
+        for topic in sorted(event.topics):
             if topic in self._deleting:
                 continue
             assignment = self.model.assignments.get(topic)
@@ -475,12 +489,12 @@ class Controller:
                          result: dict[str, Any] | BaseException) -> None:
         if isinstance(result, dict) and not result["error_code"] and not any(
                 p["error_code"] for p in result["partitions"]):
-            self.submit(ControllerEvent.REPLICA_DELETED, (topic, broker_id))
+            self.submit(ReplicaDeleted(topic, broker_id))
         else:  # retried when the broker registers again, or by the next controller
             self._answered(broker_id, ApiKey.STOP_REPLICA, result)
 
-    async def _on_replica_deleted(self, deleted: tuple[str, int]) -> None:
-        topic, broker_id = deleted
+    async def _on_replica_deleted(self, event: ReplicaDeleted) -> None:
+        topic, broker_id = event.topic, event.broker_id
         deletion = self._deleting.get(topic)
         if deletion is None:
             return
@@ -537,7 +551,7 @@ class Controller:
             tx.delete(path)
         return not any(isinstance(r, Exception) for r in self._commit(tx))
 
-    async def _on_isr_changes(self, _: Any) -> None:
+    async def _on_isr_changes(self, _: IsrChanges) -> None:
         """Leaders changed ISRs: adopt the states they wrote and tell every broker."""
 
         def read() -> list[TopicPartition]:
@@ -566,7 +580,7 @@ class Controller:
             self._broadcast_metadata()
             await self._advance_reassignments()
 
-    async def _on_config_changes(self, _: Any) -> None:
+    async def _on_config_changes(self, _: ConfigChanges) -> None:
         """Brokers changed topics' configs: read them again and tell every broker."""
 
         def read() -> dict[str, dict[str, str]]:
@@ -608,13 +622,12 @@ class Controller:
 
     # ====================================================================== reassignment
 
-    async def _on_reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
-                           ) -> dict[TopicPartition, str | None]:
+    async def _on_reassign(self, event: Reassign) -> dict[TopicPartition, str | None]:
         """Start moving partitions to new replicas (Kafka's reassignment): the answer per
         partition is None, or why it cannot move."""
         answers: dict[TopicPartition, str | None] = {}
         started: list[Change] = []
-        for tp, target in wanted:
+        for tp, target in event.partitions:
             problem = self._reassignment_problem(tp, target)
             answers[tp] = problem
             if problem is None and tuple(target) != self.model.replicas(tp):
@@ -631,7 +644,8 @@ class Controller:
         await self._advance_reassignments()
         return answers
 
-    def _reassignment_problem(self, tp: TopicPartition, target: list[int]) -> str | None:
+    def _reassignment_problem(self, tp: TopicPartition, target: tuple[int, ...]
+                              ) -> str | None:
         if tp not in self.model.states:
             return f"{tp[0]}-{tp[1]} does not exist"
         if tp in self.model.reassigning:
@@ -697,7 +711,8 @@ class Controller:
             return {}
         return zk.decode_reassignments(data)
 
-    async def _on_controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
+    async def _on_controlled_shutdown(self, event: ControlledShutdown) -> ShutdownDecision:
+        broker_id = event.broker_id
         if broker_id not in self.model.live:
             return ShutdownDecision([], [], [])
         decisions: list[ShutdownDecision] = []
@@ -719,9 +734,8 @@ class Controller:
                  remaining=len(last.remaining), unmovable=len(last.unmovable))
         return ShutdownDecision(changes, last.remaining, last.unmovable)
 
-    async def _on_preferred_election(self, tps: list[TopicPartition] | None
-                                     ) -> list[TopicPartition]:
-        changes = await self._settle(lambda: self.model.elect_preferred(tps))
+    async def _on_preferred_election(self, event: PreferredElection) -> list[TopicPartition]:
+        changes = await self._settle(lambda: self.model.elect_preferred(event.partitions))
         self._tell([c.tp for c in changes])
         if changes:
             log.info("controller.preferred_election", moved=len(changes))
@@ -734,7 +748,7 @@ class Controller:
         while True:
             await trio.sleep(self.settings.leader_imbalance_check_interval_ms / 1000)
             if any(ratio > threshold for ratio in self.model.imbalance().values()):
-                self.submit(ControllerEvent.PREFERRED_ELECTION, None)
+                self.submit(PreferredElection())
 
     # ============================================================================ writes
 
@@ -852,19 +866,18 @@ class Controller:
         self._nursery.start_soon(queue.run)
 
 
-_HANDLERS: dict[ControllerEvent, Callable[[Controller, Any], Awaitable[Any]]] = {
-    ControllerEvent.BROKERS_CHANGED: Controller._on_brokers_changed,
-    ControllerEvent.TOPICS_CHANGED: Controller._on_topics_changed,
-    ControllerEvent.REWATCH_ASSIGNMENTS: Controller._on_rewatch_assignments,
-    ControllerEvent.ASSIGNMENT_CHANGED: Controller._on_assignment_changed,
-    ControllerEvent.DELETIONS_FIRED: Controller._on_deletions_fired,
-    ControllerEvent.DELETE_TOPICS: Controller._on_delete_topics,
-    ControllerEvent.ISR_CHANGES: Controller._on_isr_changes,
-    ControllerEvent.CONFIG_CHANGES: Controller._on_config_changes,
-    ControllerEvent.REASSIGN: Controller._on_reassign,
-    ControllerEvent.CONTROLLED_SHUTDOWN: Controller._on_controlled_shutdown,
-    ControllerEvent.PREFERRED_ELECTION: Controller._on_preferred_election,
-    ControllerEvent.REPLICA_DELETED: Controller._on_replica_deleted,
+_HANDLERS: dict[type, Callable[[Controller, Any], Awaitable[Any]]] = {
+    BrokersChanged: Controller._on_brokers_changed,
+    TopicsChanged: Controller._on_topics_changed,
+    RewatchAssignments: Controller._on_rewatch_assignments,
+    AssignmentChanged: Controller._on_assignment_changed,
+    DeletionsFired: Controller._on_deletions_fired,
+    DeleteTopics: Controller._on_delete_topics,
+    IsrChanges: Controller._on_isr_changes,
+    ConfigChanges: Controller._on_config_changes,
+    Reassign: Controller._on_reassign,
+    ControlledShutdown: Controller._on_controlled_shutdown,
+    PreferredElection: Controller._on_preferred_election,
+    ReplicaDeleted: Controller._on_replica_deleted,
 }
-assert set(_HANDLERS) == set(ControllerEvent) - {ControllerEvent.RESIGN}, (
-    "every controller event needs a handler")
+assert set(_HANDLERS) == set(EVENT_KINDS) - {Resign}, "every controller event needs a handler"

@@ -31,7 +31,6 @@ from kazoo.protocol.states import KazooState
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller import (
     Controller,
-    ControllerEvent,
     NotControllerAnyMore,
     try_to_become_controller,
 )
@@ -759,8 +758,7 @@ class ClusterNode:
                 f"broker {self.broker_id} is not the controller "
                 f"(the controller is {self.cache.controller_id})")
         try:
-            answer: dict[tuple[str, int], str | None] = await self.controller.ask(
-                ControllerEvent.REASSIGN, wanted)
+            answer = await self.controller.reassign(wanted)
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
         return answer
@@ -774,8 +772,7 @@ class ClusterNode:
                 f"broker {self.broker_id} is not the controller "
                 f"(the controller is {self.cache.controller_id})")
         try:
-            moved: list[tuple[str, int]] = await self.controller.ask(
-                ControllerEvent.PREFERRED_ELECTION, tps)
+            moved = await self.controller.elect_preferred(tps)
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
         return moved

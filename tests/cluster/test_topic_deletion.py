@@ -18,10 +18,10 @@ from kazoo.client import KazooClient
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller import (
     Controller,
-    ControllerEvent,
     NotControllerAnyMore,
     try_to_become_controller,
 )
+from broker.cluster.controller_events import ReplicaDeleted
 from broker.cluster.zookeeper import ZooKeeper
 from broker.log import layout
 from broker.settings import BrokerSettings
@@ -159,9 +159,9 @@ def test_only_the_current_controller_deletes_a_topics_znodes(
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(serve)
                     # answered once start-up is over: the deletion waits for broker 1
-                    assert await controller.ask(ControllerEvent.PREFERRED_ELECTION, None) == []
+                    assert await controller.elect_preferred(None) == []
                     if not replaced:
-                        await controller.ask(ControllerEvent.REPLICA_DELETED, (topic, 1))
+                        await controller.ask(ReplicaDeleted(topic, 1))
                         assert [n for n in nodes if zoo.kazoo.exists(n)] == []
                         nursery.cancel_scope.cancel()
                         return
@@ -169,7 +169,7 @@ def test_only_the_current_controller_deletes_a_topics_znodes(
                     await rival.call(rival.kazoo.delete, zk.CONTROLLER)
                     assert await try_to_become_controller(rival, 1) is not None
                     with pytest.raises(NotControllerAnyMore, match="another controller"):
-                        await controller.ask(ControllerEvent.REPLICA_DELETED, (topic, 1))
+                        await controller.ask(ReplicaDeleted(topic, 1))
                     await stepped_down.wait()
             assert [n for n in nodes if zoo.kazoo.exists(n)] == nodes
         finally:
