@@ -164,7 +164,7 @@ PRODUCE = Api(
 
 # ---------------------------------------------------------------------------------------- Fetch
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", 0, 2,
+    ApiKey.FETCH, "Fetch", 0, 3,
     _s("FetchRequest",
        _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas"),
        _f("max_wait_ms", INT32, "long-poll: wait up to this long for min_bytes"),
@@ -174,7 +174,11 @@ FETCH = Api(
                              _f("partitions", Array(_s(
                                  "FetchPartition", PARTITION,
                                  _f("fetch_offset", INT64),
-                                 _f("max_bytes", INT32, "bound on this partition's bytes")))))))),
+                                 _f("max_bytes", INT32, "bound on this partition's bytes"),
+                                 _f("log_start_offset", INT64,
+                                    "replica fetches: the follower's own log start offset, "
+                                    "which the leader's low watermark counts (DeleteRecords "
+                                    "waits for it); consumers send -1", since=3)))))))),
     _s("FetchResponse",
        _f("topics", Array(_s("FetchTopicResult", TOPIC_NAME,
                              _f("partitions", Array(_s(
@@ -196,7 +200,9 @@ FETCH = Api(
     "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their "
     "broker id as replica_id and read up to the log end; consumers read up to the high "
     "watermark. v1 adds the leader epochs a follower records; v2 adds throttle_time_ms "
-    "(fetch quotas).",
+    "(fetch quotas); v3 adds the follower's log start offset. A follower fetch (v3) whose "
+    "log_start_offset is below the leader's is answered at once, data or not, so the follower "
+    "moves its log start without waiting out max_wait_ms.",
 )
 
 # ---------------------------------------------------------------------------------- ListOffsets
@@ -263,21 +269,29 @@ DELETE_RECORDS = Api(
                                  _f("offset", INT64,
                                     "the new log start offset: records below it are deleted; "
                                     "-1 for the high watermark"))))))),
-       _f("timeout_ms", INT32)),
+       _f("timeout_ms", INT32,
+          "how long to wait for the replicas to move their log starts (Kafka's clients send "
+          "30000 unless told otherwise)")),
     _s("DeleteRecordsResponse",
        _f("topics", Array(_s("DeleteRecordsTopicResult", TOPIC_NAME,
                              _f("partitions", Array(_s(
                                  "DeleteRecordsPartitionResult", PARTITION, ERROR_CODE,
                                  ERROR_MESSAGE,
                                  _f("low_watermark", INT64,
-                                    "the partition's log start offset after the request, or "
-                                    "-1")))))))),
+                                    "the partition's low watermark: the lowest log start "
+                                    "offset among its leader and the replicas on live brokers, "
+                                    "at least the requested offset; -1 with an error")))))))),
     "Move partitions' log start offsets up (kafka-delete-records), answered by each "
     "partition's leader (NOT_LEADER_FOR_PARTITION elsewhere). Reads below the new log start "
     "fail with OFFSET_OUT_OF_RANGE and ListOffsets' earliest gives it; whole segments below it "
     "are deleted at once. The log start is kept durably (`log-start-offset` in the partition's "
-    "directory) and followers follow it (a fetch response carries the leader's log start). An "
-    "offset above the high watermark: OFFSET_OUT_OF_RANGE; internal topics: INVALID_TOPIC.",
+    "directory) and followers follow it (a fetch response carries the leader's log start). The "
+    "answer comes once every replica on a live broker, in the ISR or not, has moved its log "
+    "start to the offset (Kafka's low watermark; followers report theirs in Fetch v3), so a "
+    "follower that leads next serves nothing below it; after timeout_ms (Kafka's default is "
+    "30000) the partition is answered REQUEST_TIMED_OUT, its leader's log start moved, the "
+    "followers' still on the way. An offset above the high watermark: OFFSET_OUT_OF_RANGE; "
+    "internal topics: INVALID_TOPIC.",
 )
 
 # ------------------------------------------------------------------------------ DescribeLogDirs

@@ -362,6 +362,7 @@ class ClusterNode:
         self.cache.apply(body)
         if self.replicas is not None:  # a leader whose address was unknown may be known now
             self.replicas.retry_fetching()
+            self.replicas.live_brokers_changed(self.cache.brokers)
         if self._topics is not None:
             for topic, configs in self.cache.configs.items():
                 if before.get(topic) != configs and self._topics.get(topic) is not None:
@@ -533,8 +534,14 @@ class ClusterNode:
             self.produces_waiting -= 1
 
     def follower_fetched(self, follower: int, topic: str, partition: int,
-                         fetch_offset: int) -> None:
-        self._replicas.follower_fetched(follower, (topic, partition), fetch_offset, -1)
+                         fetch_offset: int, log_start_offset: int = -1) -> None:
+        self._replicas.follower_fetched(follower, (topic, partition), fetch_offset, -1,
+                                        log_start_offset)
+
+    async def await_low_watermark(self, topic: str, partition: int, offset: int,
+                                  deadline: float) -> int:
+        """DeleteRecords: until every live replica's log start has reached ``offset``."""
+        return await self._replicas.wait_for_low_watermark((topic, partition), offset, deadline)
 
     @property
     def _replicas(self) -> ReplicaManager:

@@ -15,6 +15,11 @@
   up with the high watermark rejoins. The leader writes each ISR change to the partition's state
   znode, conditional on its version (and so on the leader epoch the controller wrote), and drops
   a sequential node in ``/isr_change_notification`` so the controller tells every broker.
+- DeleteRecords moves the leader's log start; followers follow it from their fetch answers and
+  report their own in each fetch (Fetch v3). The partition's low watermark is the lowest log
+  start among the leader and the assigned replicas on live brokers, ISR or not (Kafka's
+  ``Partition.lowWatermarkIfLeader``); DeleteRecords answers once it reaches the requested
+  offset, so a follower that becomes leader right after the answer serves nothing below it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from protocol.errors import (
     NotLeaderForPartitionError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
+    UnsupportedVersionError,
 )
 
 log = structlog.get_logger(__name__)
@@ -56,6 +62,11 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
 FETCH_BACKOFF = 0.2
+#: Fetch v3: each partition carries the follower's log start offset (the low watermark)
+FETCH_VERSION = 3
+#: what a follower falls back to for a leader of an older release (see ``_lowered_for``)
+FETCH_VERSION_BEFORE_LOG_START = 1
+UNKNOWN_OFFSET = -1
 
 
 @dataclass
@@ -73,6 +84,9 @@ class Replica:
     #: leader side: each follower's log end offset and when it was last caught up
     follower_end: dict[int, int] = field(default_factory=dict)
     caught_up_at: dict[int, float] = field(default_factory=dict)
+    #: leader side: each follower's log start offset, as its last fetch reported it (absent,
+    #: or -1 from a follower fetching below v3: unknown, which holds the low watermark)
+    follower_start: dict[int, int] = field(default_factory=dict)
     #: follower side: truncate (by leader epoch) before the next fetch
     needs_truncation: bool = False
     #: leader side: an ISR write is in flight (one at a time)
@@ -99,6 +113,9 @@ class ReplicaManager:
         self._clock = clock
         self._lag = settings.replica_lag_time_max_ms / 1000
         self.replicas: dict[TopicPartition, Replica] = {}
+        #: the live brokers, as the last UpdateMetadata named them; None before the first (then
+        #: every assigned replica counts for the low watermark)
+        self._live: frozenset[int] | None = None
         self._fetchers: dict[tuple[int, str, int], ReplicaFetcher] = {}
         self._nursery: trio.Nursery | None = None
         #: followed partitions whose fetching could not start yet: a LeaderAndIsr that came
@@ -133,6 +150,7 @@ class ReplicaManager:
             was.isr = list(state["isr"])
             was.replicas = list(state["replicas"])
             was.zk_version = max(was.zk_version, state["zk_version"])
+            was.wake()  # the replicas may have changed: DeleteRecords waiters count anew
             return
         replica = Replica(tp, plog, state["leader"], state["leader_epoch"], list(state["isr"]),
                           list(state["replicas"]), state["zk_version"],
@@ -193,8 +211,9 @@ class ReplicaManager:
                     f"{tp[0]}-{tp[1]}: not replicated to the ISR {replica.isr} in time")
 
     def follower_fetched(self, follower: int, tp: TopicPartition, fetch_offset: int,
-                         leader_epoch: int) -> Replica:
-        """A follower asked for ``fetch_offset``: it has everything before it."""
+                         leader_epoch: int, log_start_offset: int = UNKNOWN_OFFSET) -> Replica:
+        """A follower asked for ``fetch_offset``: it has everything before it, and nothing
+        below ``log_start_offset`` (-1: it did not say)."""
         replica = self.replicas.get(tp)
         if replica is None or replica.leader != self.broker_id:
             raise NotLeaderForPartitionError(
@@ -208,6 +227,10 @@ class ReplicaManager:
                 f"{tp[0]}-{tp[1]}: follower {follower} knows leader epoch {leader_epoch}; "
                 f"this leader is still at {replica.leader_epoch}")
         replica.follower_end[follower] = fetch_offset
+        before = replica.follower_start.get(follower, UNKNOWN_OFFSET)
+        replica.follower_start[follower] = log_start_offset
+        if log_start_offset > before:
+            replica.wake()  # the low watermark may have moved: DeleteRecords waiters re-check
         if fetch_offset >= replica.plog.log_end_offset:
             replica.caught_up_at[follower] = self._clock()
         if (follower not in replica.isr and follower in replica.replicas
@@ -216,6 +239,52 @@ class ReplicaManager:
             self._spawn_isr_change(replica, [*replica.isr, follower], f"{follower} caught up")
         self._advance_high_watermark(replica)
         return replica
+
+    def live_brokers_changed(self, live: Iterable[int]) -> None:
+        """UpdateMetadata named the live brokers: a replica on a broker that left no longer
+        holds the low watermark back (Kafka counts live brokers only), so waiters re-check."""
+        self._live = frozenset(live)
+        for replica in self.replicas.values():
+            if replica.leader == self.broker_id:
+                replica.wake()
+
+    def low_watermark(self, replica: Replica) -> int:
+        """The lowest log start offset among the leader and the assigned replicas on live
+        brokers, in the ISR or not (Kafka's ``Partition.lowWatermarkIfLeader``). A follower
+        that has not reported its log start under this leader counts as -1."""
+        low = replica.plog.log_start_offset
+        for member in self._holding_low_watermark(replica):
+            low = min(low, replica.follower_start.get(member, UNKNOWN_OFFSET))
+        return low
+
+    def _holding_low_watermark(self, replica: Replica) -> list[int]:
+        return [m for m in replica.replicas if m != self.broker_id
+                and (self._live is None or m in self._live)]
+
+    async def wait_for_low_watermark(self, tp: TopicPartition, offset: int,
+                                     deadline: float) -> int:
+        """DeleteRecords: return the low watermark once it has reached ``offset`` -- every live
+        replica has moved its log start there, so none that leads next serves the deleted
+        records (Kafka's DelayedDeleteRecords). RequestTimedOutError at ``deadline``."""
+        while True:
+            replica = self.leading(tp)
+            if replica is None:
+                raise NotLeaderForPartitionError(
+                    f"broker {self.broker_id} stopped leading {tp[0]}-{tp[1]} before its "
+                    f"replicas moved their log start to {offset}")
+            low = self.low_watermark(replica)
+            if low >= offset:
+                return low
+            with trio.move_on_at(deadline):
+                await replica.moved.wait()
+            if trio.current_time() >= deadline and self.leading(tp) is replica:
+                behind = {m: replica.follower_start.get(m, UNKNOWN_OFFSET)
+                          for m in self._holding_low_watermark(replica)
+                          if replica.follower_start.get(m, UNKNOWN_OFFSET) < offset}
+                raise RequestTimedOutError(
+                    f"{tp[0]}-{tp[1]}: the leader's log start is {replica.plog.log_start_offset}"
+                    f", but the log start of replicas {_named(behind)} has not reached {offset} "
+                    "within the request's timeout_ms")
 
     def appended(self, tp: TopicPartition) -> None:
         """The leader appended: with an ISR of one, the high watermark moves at once."""
@@ -385,6 +454,7 @@ class ReplicaFetcher:
         self._wanted = trio.Event()
         self._fetching: trio.CancelScope | None = None
         self._refused = False  # the leader refused this broker's principal; said once
+        self._version = FETCH_VERSION  # lowered for a leader that runs an older release
 
     def add(self, replica: Replica) -> None:
         new = replica.tp not in self.partitions
@@ -418,11 +488,29 @@ class ReplicaFetcher:
                     self._refused = True
                     await trio.sleep(FETCH_BACKOFF)
                 except (LinkError, BrokerError) as exc:
+                    if self._lowered_for(exc):
+                        continue  # again at once, in the version the leader knows
                     log.debug("replica.fetch_failed", leader=self.leader, reason=str(exc))
+                    if isinstance(exc, LinkError):  # the leader may come back upgraded
+                        self._version = FETCH_VERSION
                     await trio.sleep(FETCH_BACKOFF)
         finally:
             self.manager.fetcher_done(self)
             await self.link.aclose()
+
+    def _lowered_for(self, exc: Exception) -> bool:
+        """A leader of an older release refuses Fetch v3 (UNSUPPORTED_VERSION): replicate with
+        v1, without our log start (its DeleteRecords never waited for it), rather than not at
+        all while brokers are upgraded one at a time. Whether the version was lowered; a lost
+        connection puts it back (the leader may come back upgraded)."""
+        if (not isinstance(exc, UnsupportedVersionError)
+                or self._version <= FETCH_VERSION_BEFORE_LOG_START):
+            return False
+        log.warning("replica.fetch_version_lowered", leader=self.leader,
+                    version=FETCH_VERSION_BEFORE_LOG_START,
+                    reason=f"the leader does not support Fetch v{self._version}")
+        self._version = FETCH_VERSION_BEFORE_LOG_START
+        return True
 
     async def _truncate(self) -> None:
         """KIP-101: ask the leader where our latest epoch ends and cut the log there."""
@@ -457,16 +545,18 @@ class ReplicaFetcher:
             return
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for r in wanted:
-            by_topic.setdefault(r.tp[0], []).append({
-                "partition": r.tp[1], "fetch_offset": r.plog.log_end_offset,
-                "max_bytes": PARTITION_MAX_BYTES})
+            partition = {"partition": r.tp[1], "fetch_offset": r.plog.log_end_offset,
+                         "max_bytes": PARTITION_MAX_BYTES}
+            if self._version >= FETCH_VERSION:  # the leader's low watermark counts ours
+                partition["log_start_offset"] = r.plog.log_start_offset
+            by_topic.setdefault(r.tp[0], []).append(partition)
         body = {
             "replica_id": self.manager.broker_id, "max_wait_ms": FETCH_MAX_WAIT_MS,
             "min_bytes": 1, "max_bytes": FETCH_MAX_BYTES,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
         answer: dict[str, Any] | None = None
         with trio.CancelScope() as self._fetching:
-            answer = await self.link.request(ApiKey.FETCH, body, version=1)
+            answer = await self.link.request(ApiKey.FETCH, body, version=self._version)
         self._fetching = None
         if answer is None:  # a partition was added: its answer is still on the way, drop it
             await self.link.aclose()
@@ -499,6 +589,12 @@ class ReplicaFetcher:
         leader_start = min(p["log_start_offset"], plog.log_end_offset)
         if leader_start > plog.log_start_offset:
             plog.advance_log_start(leader_start)
+
+
+def _named(starts: dict[int, int]) -> str:
+    """``{broker: log start}`` for a message: "2 (at 0), 3 (not reported)"."""
+    return ", ".join(f"{b} (at {s})" if s >= 0 else f"{b} (not reported)"
+                     for b, s in sorted(starts.items()))
 
 
 def _truncation_point(plog: PartitionLog, leader_epoch: int, leader_end: int) -> int:

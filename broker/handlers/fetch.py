@@ -7,7 +7,10 @@ whole ``max_bytes`` even past that bound, so that a response always makes progre
 
 When fewer than ``min_bytes`` are available and no partition has an error, the fetch parks
 until an append to one of its partitions, its ``max_wait_ms``, or shutdown, then reads again;
-or until its client closes the connection, which ends the fetch at once.
+or until its client closes the connection, which ends the fetch at once. A follower's fetch
+(v3) is also answered at once when the leader's log start is above the one the follower
+reported: DeleteRecords waits for the follower to move its own (the low watermark), and wakes
+the fetches parked on the partition.
 
 With an authorizer, a consumer's fetch needs Read on each topic (TOPIC_AUTHORIZATION_FAILED in
 the partitions of the others) and a follower's ClusterAction on the cluster. A consumer's
@@ -55,6 +58,7 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
         if (
             available >= body["min_bytes"]
             or failed
+            or (replica_id >= 0 and _behind_log_start(body["topics"], topics))
             or ctx.stopping
             or trio.current_time() >= deadline
         ):
@@ -93,6 +97,18 @@ def _response(topics: list[dict[str, Any]], throttle_ms: int | None
     return WithFileSlices(body) if slices else body
 
 
+def _behind_log_start(asked: list[dict[str, Any]], answered: list[dict[str, Any]]) -> bool:
+    """Whether a follower reported a log start below this leader's for one of the partitions
+    (``answered`` lists them in the order asked; v0-2 report none: -1)."""
+    for asked_topic, answered_topic in zip(asked, answered, strict=True):
+        for p, result in zip(asked_topic["partitions"], answered_topic["partitions"],
+                             strict=True):
+            reported = p.get("log_start_offset", -1)
+            if 0 <= reported < result["log_start_offset"]:
+                return True
+    return False
+
+
 def _read(
     ctx: BrokerContext, topics: list[dict[str, Any]], budget: int, replica_id: int = -1,
     version: int = 0, denied: set[str] | frozenset[str] = frozenset(),
@@ -113,7 +129,7 @@ def _read(
                 result = _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit,
-                                         replica_id)
+                                         replica_id, p.get("log_start_offset", -1))
             if version >= 1:
                 result["leader_epochs"] = _epochs_from(ctx, name, p["partition"],
                                                        p["fetch_offset"], replica_id)
@@ -126,13 +142,14 @@ def _read(
 
 def _read_partition(
     ctx: BrokerContext, topic: str, partition: int, offset: int, max_bytes: int,
-    replica_id: int = -1,
+    replica_id: int = -1, log_start_offset: int = -1,
 ) -> dict[str, Any]:
     if ctx.cluster is not None:
         try:
             ctx.cluster.check_leader(topic, partition)
-            if replica_id >= 0:  # a follower: it has everything before ``offset``
-                ctx.cluster.follower_fetched(replica_id, topic, partition, offset)
+            if replica_id >= 0:  # a follower: it has everything from its log start to offset
+                ctx.cluster.follower_fetched(replica_id, topic, partition, offset,
+                                             log_start_offset)
         except BrokerError as exc:
             return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)

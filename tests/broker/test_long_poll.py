@@ -123,3 +123,31 @@ def test_a_pipelined_request_does_not_release_a_parked_fetch(
         assert waiter.receive()[0] == sent + 1
     assert result["high_watermark"] == 1
     assert "fetch.released" not in debug_broker.log_text()
+
+
+def test_delete_records_answers_a_follower_fetch_parked_below_the_new_log_start(
+    debug_broker: BrokerProcess,
+) -> None:
+    """A follower's fetch (v3) reports its own log start. Level with the leader's it parks like
+    any other; once DeleteRecords moves the leader's above it, it is answered at once, with no
+    data and the new log start, so the follower moves its own without waiting out max_wait_ms
+    (in a cluster the leader's DeleteRecords waits for that)."""
+    with RawClient(debug_broker.address) as follower, RawClient(debug_broker.address) as admin:
+        admin.create_topic("t")
+        admin.produce("t", [b"m%d" % i for i in range(20)])
+        body = fetch_body("t", 0, 20, 1 << 20, NEVER_MS, 1)
+        body["replica_id"] = 7
+        body["topics"][0]["partitions"][0]["log_start_offset"] = 0
+        sent = follower.send(ApiKey.FETCH, body, version=3)
+        debug_broker.wait_for_log("fetch.parked")
+        deleted = admin.request(ApiKey.DELETE_RECORDS, {
+            "topics": [{"name": "t", "partitions": [{"partition": 0, "offset": 11}]}],
+            "timeout_ms": 1000})
+        correlation_id, answer = follower.receive()
+    assert deleted["topics"][0]["partitions"][0]["low_watermark"] == 11
+    assert correlation_id == sent
+    (topic,) = decode_response_body(ApiKey.FETCH, 3, answer)["topics"]
+    (partition,) = topic["partitions"]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert partition["log_start_offset"] == 11
+    assert partition["records"] == b""

@@ -1,14 +1,28 @@
 """The follower's two pure steps: cutting a fetched chunk where the leader's epochs begin (so
 it records them at the right offsets), and choosing where to truncate after
-OffsetsForLeaderEpoch (KIP-101 with KIP-279's refinement). No sockets: real logs in tmp_path."""
+OffsetsForLeaderEpoch (KIP-101 with KIP-279's refinement); and what its fetches say: its log
+start (Fetch v3), or nothing to a leader of an older release. No sockets: real logs in
+tmp_path, the leader's answers made up."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from broker.cluster.replicas import _split_by_epoch, _truncation_point
+import trio
+
+from broker.cluster.links import LinkError
+from broker.cluster.replicas import (
+    ReplicaFetcher,
+    ReplicaManager,
+    _split_by_epoch,
+    _truncation_point,
+)
 from broker.log import LogConfig, PartitionLog
+from broker.settings import BrokerSettings
+from protocol.apis import ApiKey
 from protocol.compression import Codec
+from protocol.errors import UnsupportedVersionError
 from protocol.messageset import encode_message_set, read_entries
 
 
@@ -91,3 +105,81 @@ def test_with_no_common_epoch_only_the_high_watermark_is_known_to_be_shared(
     follower = leader_log(tmp_path, [(2, 0)], total=8)
     follower.high_watermark = 3
     assert _truncation_point(follower, -1, -1) == 3
+
+
+class _Leader:
+    """Stands in for the fetcher's link: records each Fetch's version and partition, and
+    answers as an older release (UNSUPPORTED_VERSION above ``newest``) or drops the connection
+    when told to -- ``count`` times, then never again (a long poll that does not end)."""
+
+    host = "127.0.0.1"
+    port = 9
+
+    def __init__(self, newest: int, count: int) -> None:
+        self.newest = newest
+        self.count = count
+        self.drop_next = False
+        self.asked: list[tuple[int, dict[str, Any]]] = []
+
+    async def request(self, api: ApiKey, body: dict[str, Any], *, version: int = 0
+                      ) -> dict[str, Any]:
+        assert api is ApiKey.FETCH
+        if len(self.asked) == self.count:
+            await trio.sleep_forever()
+        ((partition,),) = [t["partitions"] for t in body["topics"]]
+        self.asked.append((version, partition))
+        if self.drop_next:
+            self.drop_next = False
+            raise LinkError("closed by the peer")
+        if version > self.newest:
+            raise UnsupportedVersionError(f"Fetch v{version} is not supported")
+        return {"topics": [{"name": "t", "partitions": [{
+            "partition": 0, "error_code": 0, "high_watermark": 5, "log_start_offset": 2,
+            "records": b"", "leader_epochs": []}]}]}
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _fetches(tmp_path: Path, leader: _Leader) -> None:
+    """Run a follower of ``t-0`` (log start 2, end 5) against ``leader`` until it has asked
+    all it answers."""
+    manager = ReplicaManager(1, zoo=None, settings=BrokerSettings(),
+                             on_high_watermark=lambda topic, partition: None,
+                             broker_address=lambda broker_id: None)
+    plog = leader_log(tmp_path, [(0, 0)], total=5)
+    assert plog.advance_log_start(2)
+    manager.become(("t", 0), plog, {"leader": 0, "leader_epoch": 0, "isr": [0, 1],
+                                    "replicas": [0, 1], "zk_version": 0,
+                                    "controller_epoch": 1})
+    replica = manager.replicas[("t", 0)]
+    replica.needs_truncation = False
+    fetcher = ReplicaFetcher(manager, 0, "127.0.0.1", 9)
+    fetcher.link = leader  # type: ignore[assignment]
+    fetcher.add(replica)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetcher.run)
+            while len(leader.asked) < leader.count:
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_follower_reports_its_log_start_in_fetch_v3(tmp_path: Path) -> None:
+    leader = _Leader(newest=3, count=2)
+    await _fetches(tmp_path, leader)
+    assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [(3, 2), (3, 2)]
+
+
+async def test_a_leader_of_an_older_release_is_fetched_from_with_v1_until_the_link_drops(
+        tmp_path: Path) -> None:
+    """Replication goes on, without the follower's log start, while brokers are upgraded one
+    at a time; a dropped connection (the leader restarting, maybe upgraded) tries v3 again."""
+    leader = _Leader(newest=2, count=3)
+    await _fetches(tmp_path, leader)
+    assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [
+        (3, 2), (1, None), (1, None)]
+    leader = _Leader(newest=2, count=4)
+    leader.drop_next = True
+    await _fetches(tmp_path / "again", leader)
+    assert [v for v, _ in leader.asked] == [3, 3, 1, 1]
