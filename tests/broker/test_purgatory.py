@@ -43,12 +43,25 @@ async def test_the_deadline_ends_the_wait(autojump_clock: trio.testing.MockClock
 async def test_close_wakes_everyone_and_parks_no_one_after() -> None:
     purgatory = FetchPurgatory()
     far = trio.current_time() + 3600
+    answers: list[bool] = []
+
+    async def park() -> None:
+        answers.append(await purgatory.wait([("t", 0)], far))
+
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(purgatory.wait, [("t", 0)], far)
+            nursery.start_soon(park)
             await trio.testing.wait_all_tasks_blocked()
+            assert purgatory.parked == 1
             purgatory.close()
-        await purgatory.wait([("t", 0)], far)  # returns at once
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == [False]  # woken, nothing of its own ended it
+            assert purgatory._waiting == {}
+            # after close: a fetch that comes to wait is answered at once, parked nowhere
+            nursery.start_soon(park)
+            await trio.testing.wait_all_tasks_blocked()
+            assert answers == [False, False]
+            assert purgatory.parked == 0 and purgatory._waiting == {}
 
 
 async def test_until_returning_ends_the_wait_and_says_so() -> None:

@@ -386,14 +386,6 @@ def test_a_failed_up_stops_what_it_started(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- end to end: needs cluster mode
 
 
-def _broker_has_cluster_mode() -> bool:
-    result = subprocess.run(
-        [sys.executable, "-m", "broker", "start", "--help"],
-        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
-    )
-    return "--zookeeper-connect" in result.stdout
-
-
 def _odradek(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ODRADEK_")}
     return subprocess.run(
@@ -406,9 +398,6 @@ def _odradek(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(240)
 def test_cluster_up_status_down_end_to_end(tmp_path: Path) -> None:
-    if not _broker_has_cluster_mode():
-        pytest.skip("waits for the broker's cluster mode: `broker start` has no "
-                    "--zookeeper-connect yet")
     directory = tmp_path / "cluster"
     try:
         up = _odradek("cluster", "up", "--brokers", "3", "--rack-count", "2",

@@ -10,7 +10,6 @@ from pyspark.sql import DataFrame
 from client import Admin, Producer, TopicPartition
 from client.network import NetworkClient
 from protocol.apis import ApiKey
-from protocol.errors import ErrorCode, OdradekError
 
 BASE_TIME_MS = 1_700_000_000_000
 
@@ -67,22 +66,6 @@ def rows_of(df: DataFrame) -> list[Sent]:
 def row_to_sent(row: Any) -> Sent:
     millis = round(row.timestamp.timestamp() * 1000) if row.timestamp is not None else -1
     return Sent(row.topic, row.partition, row.offset, row.key, row.value, millis)
-
-
-def coordinator_available(bootstrap: str) -> bool:
-    """Whether the broker coordinates groups yet (FindCoordinator gets a real answer)."""
-    network = NetworkClient(bootstrap)
-    try:
-        future = network.send(
-            network.least_loaded_node(), ApiKey.FIND_COORDINATOR, {"group_id": "probe"}
-        )
-        try:
-            body = future.result(10)
-        except OdradekError:  # an error answer, or no answer
-            return False
-        return bool(body["error_code"] == ErrorCode.NONE)
-    finally:
-        network.close()
 
 
 def committed_offsets(bootstrap: str, group_id: str) -> dict[TopicPartition, int]:

@@ -17,7 +17,6 @@ from tests.broker_process import BrokerProcess
 from tests.pipeline.support import (
     Sent,
     committed_offsets,
-    coordinator_available,
     create_topic,
     produce,
     row_to_sent,
@@ -102,8 +101,6 @@ def test_max_offsets_per_trigger_splits_the_run_into_batches(
 def test_stream_commits_processed_offsets_to_its_group(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    if not coordinator_available(broker.bootstrap):
-        pytest.skip("the broker does not coordinate groups yet (FindCoordinator fails)")
     create_topic(broker.bootstrap, "events", 2)
     sent = produce(broker.bootstrap, "events", 90, partitions=2)
     df = _stream(spark, broker.bootstrap, groupId="spark-job", maxOffsetsPerTrigger="40")
