@@ -57,6 +57,7 @@ from broker.cluster.controller_model import (
     TopicPartition,
 )
 from broker.cluster.links import LinkSecurity, RequestQueue
+from broker.cluster.replica_state import ReplicaDeletion
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
@@ -91,23 +92,6 @@ class _Queued:
 
     event: ControllerEvent
     reply: Callable[[Any], None] | None = None
-
-
-@dataclass
-class _Deletion:
-    """A topic being deleted: its replicas, and the brokers that have not yet confirmed
-    deleting theirs (Kafka's TopicDeletionManager: a replica on a dead broker waits for it)."""
-
-    assignment: dict[int, tuple[int, ...]]
-    waiting: set[int]
-
-    @classmethod
-    def of(cls, assignment: dict[int, tuple[int, ...]]) -> _Deletion:
-        return cls(dict(assignment), {b for replicas in assignment.values() for b in replicas})
-
-    def partitions_on(self, topic: str, broker_id: int) -> list[TopicPartition]:
-        return [(topic, p) for p, replicas in sorted(self.assignment.items())
-                if broker_id in replicas]
 
 
 @dataclass
@@ -154,7 +138,6 @@ class Controller:
     _queues: dict[int, RequestQueue] = field(default_factory=dict)
     _nursery: trio.Nursery | None = None
     _rewatch_pending: bool = False
-    _deleting: dict[str, _Deletion] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.model = ControllerModel(self.broker_id, self.elected.epoch)
@@ -250,9 +233,10 @@ class Controller:
         self.model.live = registrations
         topics = await self.zoo.call(self._read_topics_and_watch)
         deleting = await self.zoo.call(self.zoo.kazoo.get_children, zk.DELETE_TOPICS)
+        deletions: list[ReplicaDeletion] = []
         for topic, (assignment, configs, states) in topics.items():
             if topic in deleting:  # a deletion the last controller began: carry it on
-                self._deleting[topic] = _Deletion.of(assignment)
+                deletions += self.model.begin_deletion(topic, assignment)
                 continue
             self.model.add_topic(topic, assignment, configs)
             for partition, state in states.items():
@@ -263,8 +247,7 @@ class Controller:
         await self._write(self.model.elect_new(missing))
         await self._settle(self.model.elect_after_broker_change)
         self._tell(self.model.partitions())
-        for topic in sorted(self._deleting):
-            self._send_deletions(topic, self.model.live)
+        self._send_deletions(deletions)
         await self.zoo.call(self._watch_deletions)
         self.model.reassigning = {
             tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
@@ -382,36 +365,31 @@ class Controller:
             return self._read_registrations(int(i) for i in ids)
 
         live = await self.zoo.call(read)
-        before = self.model.live
-        dead = sorted(set(before) - set(live))
-        # registered again before the old registration's deletion was seen (kill -9 and a
-        # quick restart): a new process that lost its state (Kafka's "bounced" brokers)
-        bounced = sorted(b for b in live if b in before
-                         and live[b].timestamp != before[b].timestamp)
-        came = sorted(b for b in live if b not in before or b in bounced)
-        if not dead and not came:
+        change = self.model.compare_brokers(live)
+        if not change:
             return
+        dead, came, bounced = change.dead, change.came, change.bounced
         log.info("controller.brokers_changed", dead=dead, came=came, bounced=bounced,
                  live=sorted(live))
-        self.model.shutting_down -= set(dead) | set(came)
         for broker_id in dead + came:
             queue = self._queues.pop(broker_id, None)
             if queue is not None:
                 queue.close()
         for broker_id in came:
             self._open_queue(broker_id, live[broker_id])
+        self.model.brokers_gone(dead + bounced)
+        deletions = self.model.brokers_came({b: live[b] for b in came if b not in bounced})
         changes: list[Change] = []
         if bounced:  # first as failed (its leaderships move, it leaves the ISRs) ...
-            self.model.live = {b: r for b, r in live.items() if b not in bounced}
             changes = await self._settle(self.model.elect_after_broker_change)
+            deletions += self.model.brokers_came({b: live[b] for b in bounced})
         self.model.live = dict(live)  # ... then as started
         changes += await self._settle(self.model.elect_after_broker_change)
         if came:  # the brokers that came (back) hear about every replica they hold
             mine = [tp for tp in self.model.partitions()
                     if set(self.model.replicas(tp)) & set(came)]
             self._send_leader_and_isr(mine, only=set(came))
-            for topic in sorted(self._deleting):  # and delete what they hold of a deleted one
-                self._send_deletions(topic, came)
+            self._send_deletions(deletions)  # and delete what they hold of a deleted one
         self._tell([c.tp for c in changes])
         await self._advance_reassignments()
 
@@ -420,7 +398,7 @@ class Controller:
             names = self.zoo.kazoo.get_children(
                 zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
             return {n: self._read_topic(n) for n in names
-                    if n not in self.model.assignments and n not in self._deleting}
+                    if n not in self.model.assignments and n not in self.model.deleting}
 
         await self._add(await self.zoo.call(read))
 
@@ -461,49 +439,42 @@ class Controller:
         dead broker waits for its return: that broker must not keep the old log under a name
         that may be created again)."""
         for topic in sorted(event.topics):
-            if topic in self._deleting:
+            if topic in self.model.deleting:
                 continue
             assignment = self.model.assignments.get(topic)
             if assignment is None:  # nothing of it left but the request
                 await self._fenced(self._delete_topic_znodes, topic)
                 continue
-            deletion = self._deleting[topic] = _Deletion.of(assignment)
-            self.model.remove_topic(topic)
-            log.info("controller.topic_deletion_started", topic=topic,
-                     partitions=len(assignment),
-                     waiting_for_dead=sorted(deletion.waiting - set(self.model.live)))
-            self._send_deletions(topic, self.model.live)
+            partitions = len(assignment)
+            deletions = self.model.begin_deletion(topic)
+            log.info("controller.topic_deletion_started", topic=topic, partitions=partitions,
+                     waiting_for_dead=self.model.deletion_waits_for(topic))
+            self._send_deletions(deletions)
         self._broadcast_metadata()
 
-    def _send_deletions(self, topic: str, brokers: Iterable[int]) -> None:
-        deletion = self._deleting[topic]
-        for broker_id in sorted(deletion.waiting & set(brokers)):
-            queue = self._queues.get(broker_id)
+    def _send_deletions(self, deletions: Iterable[ReplicaDeletion]) -> None:
+        """StopReplica (delete) for replicas the model moved to ReplicaDeletionStarted; each
+        answer is an event (``ReplicaDeleted``)."""
+        for deletion in deletions:
+            queue = self._queues.get(deletion.broker_id)
             if queue is not None:
-                body = self.model.stop_replica_request(deletion.partitions_on(topic, broker_id),
-                                                       delete=True)
-                queue.put(ApiKey.STOP_REPLICA, body,
-                          functools.partial(self._replica_deleted, broker_id, topic))
+                body = self.model.stop_replica_request(deletion.partitions, delete=True)
+                queue.put(ApiKey.STOP_REPLICA, body, functools.partial(
+                    self._replica_deleted, deletion.broker_id, deletion.partitions))
 
-    def _replica_deleted(self, broker_id: int, topic: str,
+    def _replica_deleted(self, broker_id: int, tps: tuple[TopicPartition, ...],
                          result: dict[str, Any] | BaseException) -> None:
         if isinstance(result, dict) and not result["error_code"] and not any(
                 p["error_code"] for p in result["partitions"]):
-            self.submit(ReplicaDeleted(topic, broker_id))
+            self.submit(ReplicaDeleted(broker_id, tps))
         else:  # retried when the broker registers again, or by the next controller
             self._answered(broker_id, ApiKey.STOP_REPLICA, result)
 
     async def _on_replica_deleted(self, event: ReplicaDeleted) -> None:
-        topic, broker_id = event.topic, event.broker_id
-        deletion = self._deleting.get(topic)
-        if deletion is None:
-            return
-        deletion.waiting.discard(broker_id)
-        if deletion.waiting:
-            return
-        await self._fenced(self._delete_topic_znodes, topic)
-        del self._deleting[topic]
-        log.info("controller.topic_deleted", topic=topic, partitions=len(deletion.assignment))
+        for topic in self.model.replicas_deleted(event.broker_id, event.partitions):
+            await self._fenced(self._delete_topic_znodes, topic)
+            partitions = self.model.topic_deleted(topic)
+            log.info("controller.topic_deleted", topic=topic, partitions=partitions)
 
     def _delete_topic_znodes(self, topic: str) -> None:
         """Delete the topic's znodes, fenced like every other write: each transaction checks
@@ -628,7 +599,7 @@ class Controller:
         answers: dict[TopicPartition, str | None] = {}
         started: list[Change] = []
         for tp, target in event.partitions:
-            problem = self._reassignment_problem(tp, target)
+            problem = self.model.reassignment_problem(tp, target)
             answers[tp] = problem
             if problem is None and tuple(target) != self.model.replicas(tp):
                 change = self.model.start_reassignment(tp, target)
@@ -644,34 +615,17 @@ class Controller:
         await self._advance_reassignments()
         return answers
 
-    def _reassignment_problem(self, tp: TopicPartition, target: tuple[int, ...]
-                              ) -> str | None:
-        if tp not in self.model.states:
-            return f"{tp[0]}-{tp[1]} does not exist"
-        if tp in self.model.reassigning:
-            return f"{tp[0]}-{tp[1]} is being reassigned already"
-        if not target or len(set(target)) != len(target):
-            return f"replicas {target} must be distinct broker ids, at least one"
-        dead = [b for b in target if b not in self.model.live]
-        if dead:
-            return f"brokers {dead} are not live"
-        return None
-
     async def _advance_reassignments(self) -> None:
         """Finish the moves whose new replicas have all caught up."""
-        for change, removed in self.model.finish_reassignments():
+        for change, _ in self.model.finish_reassignments():
             await self._write([change])
             if change.tp not in self.model.states or (
                     self.model.states[change.tp].leader_epoch != change.state.leader_epoch):
                 continue  # the state moved under us: the next ISR change tries again
-            stopping = self.model.stop_replica([change.tp], delete=True)
-            self.model.reassignment_done(change.tp)
+            deletions = self.model.reassignment_done(change.tp)
             await self._fenced(self._write_assignment, change.tp[0])
             await self.zoo.call(self._save_reassignments)
-            for broker_id in removed:
-                body = stopping.get(broker_id)
-                if body is not None:
-                    self._queue(broker_id, ApiKey.STOP_REPLICA, body)
+            self._send_deletions(deletions)
             self._tell([change.tp])
 
     def _write_assignment(self, topic: str) -> None:

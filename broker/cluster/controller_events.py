@@ -89,10 +89,11 @@ class PreferredElection:
 
 @dataclass(frozen=True)
 class ReplicaDeleted:
-    """A broker confirmed deleting its replicas of a topic being deleted."""
+    """A broker answered a StopReplica (delete): its replicas of these partitions are gone
+    (of a topic being deleted, or dropped by a reassignment)."""
 
-    topic: str
     broker_id: int
+    partitions: tuple[TopicPartition, ...]
 
 
 ControllerEvent = (

@@ -38,6 +38,13 @@ from broker.cluster.elections import (
     shrink_isr,
 )
 from broker.cluster.partition_state import PARTITION_MACHINE, PartitionEvent, PartitionState
+from broker.cluster.replica_state import (
+    Replica,
+    ReplicaDeletion,
+    ReplicaEvent,
+    ReplicaState,
+    ReplicaStates,
+)
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
 from coordinator.statemachine import IllegalTransition
 
@@ -82,6 +89,21 @@ class ShutdownDecision:
     unmovable: list[TopicPartition]
 
 
+@dataclass(frozen=True)
+class BrokerChange:
+    """What a new read of ``/brokers/ids`` changed."""
+
+    dead: list[int]
+    #: registered, or registered again (``bounced``)
+    came: list[int]
+    #: registered again before the old registration's deletion was seen (kill -9 and a quick
+    #: restart): a new process that lost its state (Kafka's "bounced" brokers)
+    bounced: list[int]
+
+    def __bool__(self) -> bool:
+        return bool(self.dead or self.came)
+
+
 @dataclass
 class ControllerModel:
     broker_id: int
@@ -96,6 +118,12 @@ class ControllerModel:
     unclean_default: bool = False
     #: partitions being moved: the replicas they are moving to (Kafka's RAR)
     reassigning: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    #: topics being deleted: their replicas' progress is in ``replica_states``
+    deleting: set[str] = field(default_factory=set)
+    replica_states: ReplicaStates = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.replica_states = ReplicaStates(self.epoch)
 
     # -------------------------------------------------------------------------- knowledge
 
@@ -116,6 +144,7 @@ class ControllerModel:
                 known[partition] = tuple(replicas)
                 tp = (topic, partition)
                 self._move(tp, PartitionEvent.CREATED)
+                self.replica_states.move(self._replicas_of(tp), ReplicaEvent.CREATED)
                 new.append(tp)
         return new
 
@@ -127,14 +156,108 @@ class ControllerModel:
         self.states[tp] = state
         self._move(tp, event, leader=state.leader, leader_epoch=state.leader_epoch,
                    isr=list(state.isr))
+        self._place_new_replicas(tp)
 
-    def remove_topic(self, topic: str) -> list[TopicPartition]:
+    def _remove_partitions(self, topic: str) -> list[TopicPartition]:
+        """The topic leaves the partition machine (its replicas stay, to be deleted)."""
         removed = [(topic, p) for p in sorted(self.assignments.pop(topic, {}))]
         self.configs.pop(topic, None)
         for tp in removed:
             self._move(tp, PartitionEvent.DELETED)
             self.states.pop(tp, None)
         return removed
+
+    # --------------------------------------------------------------------------- brokers
+
+    def compare_brokers(self, live: Mapping[int, BrokerRegistration]) -> BrokerChange:
+        """What changed since the brokers this model knows: gone, come, and come again -- a
+        registration whose timestamp changed is a restarted process (Kafka's "bounced")."""
+        before = self.live
+        dead = sorted(set(before) - set(live))
+        bounced = sorted(b for b in live if b in before
+                         and live[b].timestamp != before[b].timestamp)
+        came = sorted(b for b in live if b not in before or b in bounced)
+        return BrokerChange(dead, came, bounced)
+
+    def brokers_gone(self, broker_ids: Iterable[int]) -> None:
+        """Brokers died (or restarted): their replicas go Offline, a deletion sent to them and
+        unanswered becomes ineligible until they return. They stop shutting down."""
+        for broker_id in broker_ids:
+            self.live.pop(broker_id, None)
+            self.shutting_down.discard(broker_id)
+            mine = self.replica_states.on(broker_id)
+            self.replica_states.move(self.replica_states.in_state(
+                mine, ReplicaState.NEW, ReplicaState.ONLINE, ReplicaState.DELETION_STARTED),
+                ReplicaEvent.BROKER_DOWN)
+
+    def brokers_came(self, registrations: Mapping[int, BrokerRegistration]
+                     ) -> list[ReplicaDeletion]:
+        """Brokers registered (again): their assigned replicas are Online, and the deletions
+        that waited for them are sent again -- the StopReplica requests to send."""
+        again: list[Replica] = []
+        for broker_id, registration in sorted(registrations.items()):
+            self.live[broker_id] = registration
+            self.shutting_down.discard(broker_id)
+            mine = self.replica_states.on(broker_id)
+            self.replica_states.move(self.replica_states.in_state(mine, ReplicaState.OFFLINE),
+                                     ReplicaEvent.BROKER_LIVE)
+            waiting = self.replica_states.in_state(mine, ReplicaState.DELETION_INELIGIBLE)
+            self.replica_states.move(waiting, ReplicaEvent.STOPPED)
+            again += waiting
+        return self._delete_replicas(again)
+
+    # -------------------------------------------------------------------------- deletion
+
+    def begin_deletion(self, topic: str,
+                       assignment: Mapping[int, Sequence[int]] | None = None
+                       ) -> list[ReplicaDeletion]:
+        """Delete a topic: it leaves the partition machine (and so every broker's metadata)
+        at once, and each of its replicas is to be deleted -- asked now on a live broker,
+        ineligible on a dead one. ``assignment``: a deletion a previous controller began, of
+        a topic this model never added. Returns the StopReplica requests to send."""
+        if topic in self.assignments:
+            assignment = self.assignments[topic]
+            self._remove_partitions(topic)
+        if not assignment:
+            return []
+        replicas = [(topic, p, b) for p, brokers in sorted((assignment or {}).items())
+                    for b in brokers]
+        self.deleting.add(topic)
+        self.replica_states.move(
+            self.replica_states.in_state(replicas, ReplicaState.NON_EXISTENT),
+            ReplicaEvent.CREATED)
+        self.replica_states.move(replicas, ReplicaEvent.STOPPED)
+        return self._delete_replicas(replicas)
+
+    def deletion_waits_for(self, topic: str) -> list[int]:
+        """The brokers, down, whose replicas of ``topic`` wait for them to be deleted."""
+        return sorted({r[2] for r in self.replica_states.in_state(
+            self.replica_states.of_topic(topic), ReplicaState.DELETION_INELIGIBLE)})
+
+    def replicas_deleted(self, broker_id: int, tps: Iterable[TopicPartition]) -> list[str]:
+        """``broker_id`` answered a StopReplica (delete) for ``tps``: those replicas are
+        deleted. The topics being deleted whose every replica now is (their znodes can go);
+        a replica a reassignment dropped is forgotten at once."""
+        replicas = self.replica_states.in_state(
+            [(t, p, broker_id) for t, p in tps],
+            ReplicaState.DELETION_STARTED, ReplicaState.DELETION_INELIGIBLE)
+        self.replica_states.move(replicas, ReplicaEvent.DELETED)
+        done = []
+        for topic in sorted({r[0] for r in replicas}):
+            if topic not in self.deleting:
+                self.replica_states.move([r for r in replicas if r[0] == topic],
+                                         ReplicaEvent.FORGOTTEN)
+            elif all(self.replica_states.get(r) is ReplicaState.DELETION_SUCCESSFUL
+                     for r in self.replica_states.of_topic(topic)):
+                done.append(topic)
+        return done
+
+    def topic_deleted(self, topic: str) -> int:
+        """The topic's znodes are gone: forget its replicas; how many partitions it had."""
+        replicas = self.replica_states.of_topic(topic)
+        self.replica_states.move(replicas, ReplicaEvent.FORGOTTEN)
+        self.deleting.discard(topic)
+        return len({r[1] for r in replicas})
 
     # -------------------------------------------------------------------------- decisions
 
@@ -225,6 +348,24 @@ class ControllerModel:
                 changes.append(self._change(tp, self._next(state, preferred, list(state.isr))))
         return changes
 
+    def reassignment_problem(self, tp: TopicPartition, target: Sequence[int]) -> str | None:
+        """Why ``tp`` cannot move to ``target`` (Kafka's checks), or None."""
+        if tp not in self.states:
+            return f"{tp[0]}-{tp[1]} does not exist"
+        if tp in self.reassigning:
+            return f"{tp[0]}-{tp[1]} is being reassigned already"
+        if not target or len(set(target)) != len(target):
+            return f"replicas {list(target)} must be distinct broker ids, at least one"
+        dead = [b for b in target if b not in self.live]
+        if dead:
+            return f"brokers {dead} are not live"
+        deleting = [b for b in target if b not in self.replicas(tp) and
+                    self.replica_states.get((*tp, b)) is not ReplicaState.NON_EXISTENT]
+        if deleting:
+            return (f"brokers {deleting} have not yet deleted the replica of {tp[0]}-{tp[1]} "
+                    "an earlier reassignment took from them")
+        return None
+
     def start_reassignment(self, tp: TopicPartition, target: Sequence[int]) -> Change | None:
         """Kafka's reassignment, step 1: the partition is assigned the union of its old and
         new replicas (new ones first, so the preferred leader is a new one), and its leader
@@ -237,6 +378,9 @@ class ControllerModel:
         self.reassigning[tp] = tuple(target)
         union = (*target, *(r for r in old if r not in target))
         self.assignments[tp[0]][tp[1]] = union
+        self.replica_states.move([(*tp, b) for b in target if b not in old],
+                                 ReplicaEvent.CREATED)
+        self._place_new_replicas(tp)
         log.info("controller.reassignment_started", topic=tp[0], partition=tp[1],
                  old=list(old), target=list(target))
         return self._change(tp, self._next(state, state.leader, list(state.isr)))
@@ -261,11 +405,16 @@ class ControllerModel:
             done.append((self._change(tp, self._next(state, leader, isr)), removed))
         return done
 
-    def reassignment_done(self, tp: TopicPartition) -> None:
+    def reassignment_done(self, tp: TopicPartition) -> list[ReplicaDeletion]:
+        """The partition's new state is written: it is assigned its new replicas alone, and
+        the old ones are deleted (the StopReplica requests to send)."""
         target = self.reassigning.pop(tp)
+        dropped = [(*tp, b) for b in self.replicas(tp) if b not in target]
         self.assignments[tp[0]][tp[1]] = target
         log.info("controller.reassignment_finished", topic=tp[0], partition=tp[1],
                  replicas=list(target))
+        self.replica_states.move(dropped, ReplicaEvent.STOPPED)
+        return self._delete_replicas(dropped)
 
     def imbalance(self) -> dict[int, float]:
         """Per broker: the share of the partitions it should lead (first replica) that it does
@@ -297,6 +446,8 @@ class ControllerModel:
         self.states[change.tp] = state
         self._move(change.tp, change.event, leader=state.leader,
                    leader_epoch=state.leader_epoch, isr=list(state.isr))
+        if change.create:
+            self._place_new_replicas(change.tp)
 
     # --------------------------------------------------------------------------- requests
 
@@ -360,6 +511,25 @@ class ControllerModel:
         return value.strip().lower() in ("true", "1", "yes", "on")
 
     # ---------------------------------------------------------------------------- helpers
+
+    def _replicas_of(self, tp: TopicPartition) -> list[Replica]:
+        return [(*tp, b) for b in self.replicas(tp)]
+
+    def _place_new_replicas(self, tp: TopicPartition) -> None:
+        """The partition has a state now: its New replicas follow their brokers."""
+        new = self.replica_states.in_state(self._replicas_of(tp), ReplicaState.NEW)
+        self.replica_states.move([r for r in new if r[2] in self.live], ReplicaEvent.BROKER_LIVE)
+        self.replica_states.move([r for r in new if r[2] not in self.live],
+                                 ReplicaEvent.BROKER_DOWN)
+
+    def _delete_replicas(self, replicas: Sequence[Replica]) -> list[ReplicaDeletion]:
+        """Offline replicas to delete: asked now where their broker is live (the requests),
+        ineligible where it is down."""
+        live = [r for r in replicas if r[2] in self.live]
+        self.replica_states.move([r for r in replicas if r[2] not in self.live],
+                                 ReplicaEvent.INELIGIBLE)
+        self.replica_states.move(live, ReplicaEvent.DELETION_SENT)
+        return list(self.replica_states.deletions(live))
 
     def _eligible(self, broker_id: int) -> bool:
         return broker_id in self.live and broker_id not in self.shutting_down

@@ -5,9 +5,10 @@
 
 The loader and group machines come from ``coordinator.loader_state`` and
 ``coordinator.group_state``, the consumer's from ``client.group_state``, the cluster
-controller's partition machine from ``broker.cluster.partition_state`` and the SASL exchange's
+controller's partition and replica machines from ``broker.cluster.partition_state`` and
+``broker.cluster.replica_state``, and the SASL exchange's
 from ``broker.security.sasl_state`` (both import only ``coordinator.statemachine``: no trio, no
-ZooKeeper client): states, descriptions,
+ZooKeeper client; structlog at most): states, descriptions,
 every transition row (state, event, guard, next state, effect) and the answer tables. Only the
 list of departures from the seed is prose, kept here. A test fails when the committed files
 differ from what ``render()`` writes.
@@ -26,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # the repository root, when run as a script
 
 from broker.cluster import partition_state as partition  # noqa: E402
+from broker.cluster import replica_state as replica  # noqa: E402
 from broker.security import sasl_state as sasl  # noqa: E402
 from client import group_state as consumer  # noqa: E402
 from coordinator import group_state as group  # noqa: E402
@@ -277,15 +279,34 @@ def render() -> dict[str, str]:
             "`broker/cluster/partition_state.py`: Kafka's PartitionStateMachine "
             "(NonExistentPartition, NewPartition, OnlinePartition, OfflinePartition). The "
             "sans-IO `ControllerModel` (`broker/cluster/controller_model.py`) raises the events: "
-            "`add_topic` created; `record`, once a partition state is written to ZooKeeper, "
-            "leader elected when the state names a leader and leader lost when it names none "
-            "(-1); `remove_topic` deleted. Every move is checked against these rows and logged "
-            "as a `controller.state_change` line.",
+            "`add_topic` created; each election decides a new state, leader elected when it "
+            "names a leader and leader lost when it names none (-1), its move checked against "
+            "these rows before the state is written to ZooKeeper and made once it is "
+            "(`written`; a state read from ZooKeeper, `adopt_state`, moves the same way); "
+            "`begin_deletion` deleted. Every move is logged as a `controller.state_change` "
+            "line. Leaders are picked by the election algorithms in "
+            "`broker/cluster/elections.py`.",
             *_table_parts(partition.PARTITION_MACHINE), partition.STATE_DESCRIPTIONS,
             "Every leader or ISR change increments the partition's leader epoch. Leaders come "
             "from the ISR only (no unclean election; seed 003: \"followers which are out of sync "
             "will NOT be eligible to become leader\"), and an ISR is never emptied: its last "
             "member stays, to lead again when it comes back.",
+        ),
+        "replica.md": _machine_page(
+            "Replica (cluster controller)",
+            "One machine per replica (a partition on one broker), kept by the controller in "
+            "`broker/cluster/replica_state.py`: Kafka's ReplicaStateMachine. Replicas follow "
+            "their brokers (`brokers_came`, `brokers_gone`); a deleted topic's replicas "
+            "(`begin_deletion`) and those a finished reassignment drops (`reassignment_done`) "
+            "are deleted one by one, each broker's StopReplica answer moving them on "
+            "(`replicas_deleted`). A deleted topic's znodes, and so its name, go only once "
+            "every replica of it is ReplicaDeletionSuccessful (Kafka's TopicDeletionManager). "
+            "Every move is checked against these rows and logged as a "
+            "`controller.replica_state_change` line.",
+            *_table_parts(replica.REPLICA_MACHINE), replica.STATE_DESCRIPTIONS,
+            "A replica on a broker that is down when its topic is deleted waits, "
+            "ReplicaDeletionIneligible, for the broker to register again: that broker must not "
+            "keep the old log under a name that may be created again.",
         ),
         "sasl.md": _machine_page(
             "SASL exchange (broker)",
@@ -308,6 +329,8 @@ def render() -> dict[str, str]:
         "- [consumer.md](consumer.md): the group consumer (client)\n"
         "- [partition.md](partition.md): each partition as the cluster controller sees it, "
         "NonExistent -> New -> Online <-> Offline (broker)\n"
+        "- [replica.md](replica.md): each replica as the cluster controller sees it, Online "
+        "<-> Offline, and a deleted one's ReplicaDeletionStarted -> Successful (broker)\n"
         "- [sasl.md](sasl.md): a connection's SASL login, Handshake -> Authenticate -> "
         "Authenticated (broker)",
         "## Departures from the seed",

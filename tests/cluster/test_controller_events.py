@@ -28,7 +28,7 @@ def test_every_kind_is_a_frozen_value_with_a_handler() -> None:
 
 
 def test_events_carry_typed_data_and_compare_by_value() -> None:
-    assert ReplicaDeleted("t", 1) == ReplicaDeleted("t", 1)
+    assert ReplicaDeleted(1, (("t", 0),)) == ReplicaDeleted(1, (("t", 0),))
     assert {DeleteTopics(("a", "b")), DeleteTopics(("a", "b"))} == {DeleteTopics(("a", "b"))}
     assert PreferredElection().partitions is None
     event = Reassign(((("t", 0), (1, 2)),))

@@ -35,6 +35,7 @@ from broker.cluster.partition_state import (
     PartitionEvent,
     PartitionState,
 )
+from broker.cluster.replica_state import ReplicaDeletion, ReplicaState
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
 from coordinator.statemachine import IllegalTransition
 from protocol.apis import ApiKey
@@ -83,16 +84,12 @@ def set_state(model: ControllerModel, tp: TopicPartition, leader: int, isr: Sequ
 
 
 def kill(model: ControllerModel, *brokers: int) -> list[Change]:
-    for b in brokers:
-        model.live.pop(b)
-        model.shutting_down.discard(b)  # as controller.py does for dead and returning brokers
+    model.brokers_gone(brokers)
     return write(model, model.elect_after_broker_change())
 
 
 def revive(model: ControllerModel, *brokers: int) -> list[Change]:
-    for b in brokers:
-        model.live[b] = registration(b)
-        model.shutting_down.discard(b)
+    model.brokers_came({b: registration(b) for b in brokers})
     return write(model, model.elect_after_broker_change())
 
 
@@ -450,14 +447,24 @@ def test_adopted_states_are_online_only_with_a_live_leader():
     assert model.machine[("t", 1)] is PartitionState.OFFLINE
 
 
-def test_removing_a_topic_forgets_its_partitions():
+def test_a_deleted_topic_leaves_at_once_and_its_replicas_once_each_is_deleted():
     model = make_model(live=[0, 1], topics={"t": {0: (0, 1), 1: (1, 0)}, "u": {0: (0,)}})
     kill(model, 0)  # ("u", 0) is Offline, the others Online: all three rows are used
-    assert model.remove_topic("t") == [("t", 0), ("t", 1)]
-    assert model.remove_topic("u") == [("u", 0)]
+    # broker 0 is down: its replicas are ineligible for deletion until it returns
+    assert model.begin_deletion("t") == [ReplicaDeletion(1, "t", (("t", 0), ("t", 1)))]
+    assert model.begin_deletion("u") == []
+    assert model.deletion_waits_for("t") == model.deletion_waits_for("u") == [0]
     assert model.states == {} and model.machine == {} and model.assignments == {}
     assert model.configs == {}
-    assert model.remove_topic("t") == []
+    assert model.deleting == {"t", "u"}
+    assert model.begin_deletion("t") == []  # nothing of it left to begin with
+    assert model.replicas_deleted(1, [("t", 0), ("t", 1)]) == []  # 0 still holds its own
+    assert model.brokers_came({0: registration(0)}) == [
+        ReplicaDeletion(0, "t", (("t", 0), ("t", 1))), ReplicaDeletion(0, "u", (("u", 0),))]
+    assert model.replicas_deleted(0, [("u", 0)]) == ["u"]
+    assert model.replicas_deleted(0, [("t", 0), ("t", 1), ("t", 1)]) == ["t"]
+    assert (model.topic_deleted("t"), model.topic_deleted("u")) == (2, 1)
+    assert model.replica_states.states == {} and model.deleting == set()
     # created again from scratch: NonExistent -> New once more
     assert model.add_topic("t", {0: (1,)}, {}) == [("t", 0)]
 
@@ -615,8 +622,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def broker_dies(self, data: st.DataObject) -> None:
         broker = data.draw(st.sampled_from(sorted(self.model.live)))
-        del self.model.live[broker]
-        self.model.shutting_down.discard(broker)
+        self.model.brokers_gone([broker])
         self.write(self.model.elect_after_broker_change())
         assert all(broker not in s.isr or s.isr == (broker,) for s in self.model.states.values())
 
@@ -624,8 +630,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def broker_returns(self, data: st.DataObject) -> None:
         broker = data.draw(st.sampled_from(self.dead()))
-        self.model.live[broker] = registration(broker)
-        self.model.shutting_down.discard(broker)
+        self.model.brokers_came({broker: registration(broker)})
         self.write(self.model.elect_after_broker_change())
 
     @precondition(lambda self: self.model.live)
@@ -685,6 +690,15 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert state.leader in state.isr and state.leader in replicas
                 assert model.machine[tp] is PartitionState.ONLINE
         assert all(0.0 <= r <= 1.0 for r in model.imbalance().values())
+
+    @invariant()
+    def replicas_follow_their_brokers(self) -> None:
+        """Every assigned replica is Online on a live broker, Offline on a dead one, and the
+        replica machine knows no other."""
+        model = self.model
+        expected = {(*tp, b): ReplicaState.ONLINE if b in model.live else ReplicaState.OFFLINE
+                    for tp in model.partitions() for b in model.replicas(tp)}
+        assert model.replica_states.states == expected
 
 
 ControllerMachine.TestCase.settings = settings(

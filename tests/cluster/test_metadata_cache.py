@@ -30,7 +30,7 @@ class Controller:
             self.model.written(change, 0)
 
     def kill(self, broker_id: int) -> None:
-        del self.model.live[broker_id]
+        self.model.brokers_gone([broker_id])
         for change in self.model.elect_after_broker_change():
             self.model.written(change, change.state.zk_version + 1)
 
@@ -100,7 +100,7 @@ def test_listeners_hear_of_topics_appearing_growing_and_going():
     cache.apply(controller.model.update_metadata())
     assert calls == [("b", 3)]
     calls.clear()
-    controller.model.remove_topic("a")  # deleted
+    controller.model.begin_deletion("a")  # deleted
     cache.apply(controller.model.update_metadata())
     assert calls == [("a", None)]
     assert cache.get("a") is None and cache.partition("a", 0) is None

@@ -161,7 +161,7 @@ def test_only_the_current_controller_deletes_a_topics_znodes(
                     # answered once start-up is over: the deletion waits for broker 1
                     assert await controller.elect_preferred(None) == []
                     if not replaced:
-                        await controller.ask(ReplicaDeleted(topic, 1))
+                        await controller.ask(ReplicaDeleted(1, ((topic, 0),)))
                         assert [n for n in nodes if zoo.kazoo.exists(n)] == []
                         nursery.cancel_scope.cancel()
                         return
@@ -169,7 +169,7 @@ def test_only_the_current_controller_deletes_a_topics_znodes(
                     await rival.call(rival.kazoo.delete, zk.CONTROLLER)
                     assert await try_to_become_controller(rival, 1) is not None
                     with pytest.raises(NotControllerAnyMore, match="another controller"):
-                        await controller.ask(ReplicaDeleted(topic, 1))
+                        await controller.ask(ReplicaDeleted(1, ((topic, 0),)))
                     await stepped_down.wait()
             assert [n for n in nodes if zoo.kazoo.exists(n)] == nodes
         finally:

@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from broker.cluster.partition_state import PARTITION_MACHINE
+from broker.cluster.replica_state import REPLICA_MACHINE
 from broker.security.sasl_state import SASL_MACHINE
 from client import group_state as consumer
 from coordinator import GroupEvent, GroupState, IllegalTransition, LoaderEvent, LoaderState
@@ -130,7 +131,7 @@ def test_docs_are_generated_from_the_tables():
     spec.loader.exec_module(generate)
     pages = generate.render()
     assert set(pages) == {"README.md", "loader.md", "group.md", "consumer.md", "partition.md",
-                          "sasl.md"}
+                          "replica.md", "sasl.md"}
     for name, text in pages.items():
         assert (DOCS / name).read_text(encoding="utf-8") == text, (
             f"docs/state-machines/{name} is out of date: run "
@@ -142,6 +143,11 @@ def test_docs_are_generated_from_the_tables():
                 in pages["partition.md"])
         assert f"| {row.guard} |" in pages["partition.md"]
     assert "(partition.md)" in pages["README.md"]
+    for replica_row in REPLICA_MACHINE.rows:
+        assert (f"{replica_row.source.name} --> {replica_row.target.name} : "
+                f"{replica_row.event.value}" in pages["replica.md"])
+        assert f"| {replica_row.guard} |" in pages["replica.md"]
+    assert "(replica.md)" in pages["README.md"]
     for row in SASL_MACHINE.rows:
         assert f"{row.source.name} --> {row.target.name} : {row.event.value}" in pages["sasl.md"]
     assert "(sasl.md)" in pages["README.md"]
