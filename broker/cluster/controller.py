@@ -58,6 +58,7 @@ from broker.cluster.controller_model import (
 )
 from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.replica_state import ReplicaDeletion
+from broker.cluster.zk_reads import delete_many, get_many
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
@@ -281,29 +282,34 @@ class Controller:
                          dict[int, zk.LeaderIsr]]]:
         client = self.zoo.kazoo
         names = client.get_children(zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
-        return {name: self._read_topic(name) for name in names}
+        return self._read_topics(names)
 
-    def _read_topic(
-        self, name: str
-    ) -> tuple[dict[int, tuple[int, ...]], dict[str, str], dict[int, zk.LeaderIsr]]:
+    def _read_topics(
+        self, names: Iterable[str]
+    ) -> dict[str, tuple[dict[int, tuple[int, ...]], dict[str, str],
+                         dict[int, zk.LeaderIsr]]]:
+        """Topics' assignments (watched), configs and partition states, in three batched
+        round trips however many topics and partitions; a topic already gone is left out."""
         client = self.zoo.kazoo
-        data, _ = client.get(zk.topic_path(name),
-                             watch=self.zoo.forward(self._assignment_fired))
-        assignment = zk.decode_assignment(name, data)
-        try:
-            config_data, _ = client.get(zk.topic_config_path(name))
-            configs = zk.decode_topic_config(name, config_data)
-        except NoNodeError:
-            configs = {}
-        pending = {p: client.get_async(zk.state_path(name, p)) for p in assignment}
-        states = {}
-        for partition, result in pending.items():
-            try:
-                state_data, stat = result.get()
-            except NoNodeError:
-                continue
-            states[partition] = zk.LeaderIsr.decode(name, partition, state_data, stat.version)
-        return assignment, configs, states
+        names = sorted(names)
+        watch = self.zoo.forward(self._assignment_fired)
+        found = get_many(client, [zk.topic_path(n) for n in names], watch=watch)
+        assignments = {n: zk.decode_assignment(n, got[0]) for n in names
+                       if (got := found[zk.topic_path(n)]) is not None}
+        config_data = get_many(client, [zk.topic_config_path(n) for n in assignments])
+        state_data = get_many(client, [zk.state_path(n, p) for n, a in assignments.items()
+                                       for p in a])
+        topics = {}
+        for name, assignment in assignments.items():
+            got = config_data[zk.topic_config_path(name)]
+            configs = {} if got is None else zk.decode_topic_config(name, got[0])
+            states = {}
+            for partition in assignment:
+                if (state := state_data[zk.state_path(name, partition)]) is not None:
+                    states[partition] = zk.LeaderIsr.decode(name, partition, state[0],
+                                                            state[1].version)
+            topics[name] = (assignment, configs, states)
+        return topics
 
     def _watch_deletions(self) -> None:
         names = self.zoo.kazoo.get_children(
@@ -397,8 +403,8 @@ class Controller:
         def read() -> dict[str, Any]:
             names = self.zoo.kazoo.get_children(
                 zk.TOPICS, watch=self.zoo.forward(self._topics_fired))
-            return {n: self._read_topic(n) for n in names
-                    if n not in self.model.assignments and n not in self.model.deleting}
+            return self._read_topics(n for n in names if n not in self.model.assignments
+                                     and n not in self.model.deleting)
 
         await self._add(await self.zoo.call(read))
 
@@ -411,11 +417,8 @@ class Controller:
         topic = event.topic
         if topic not in self.model.assignments:
             return
-        try:
-            found = await self.zoo.call(self._read_topic, topic)
-        except NoNodeError:
-            return  # deleted; the deletion handles it
-        await self._add({topic: found})
+        # a topic deleted meanwhile is left out: the deletion handles it
+        await self._add(await self.zoo.call(self._read_topics, [topic]))
 
     async def _add(self, topics: dict[str, Any]) -> None:
         new: list[TopicPartition] = []
@@ -529,24 +532,21 @@ class Controller:
             client = self.zoo.kazoo
             names = client.get_children(zk.ISR_CHANGES,
                                         watch=self.zoo.forward(self._isr_changes_fired))
+            found = get_many(client, [f"{zk.ISR_CHANGES}/{name}" for name in sorted(names)])
             changed: list[TopicPartition] = []
-            for name in sorted(names):
-                path = f"{zk.ISR_CHANGES}/{name}"
-                try:
-                    data, _ = client.get(path)
-                    changed += zk.decode_isr_change(path, data)
-                    client.delete(path)
-                except NoNodeError:
+            for path, got in found.items():
+                if got is None:
                     continue
+                try:
+                    changed += zk.decode_isr_change(path, got[0])
                 except zk.ZkFormatError as exc:
                     log.warning("controller.bad_isr_change", reason=str(exc))
-                    client.delete(path)
+            delete_many(client, [path for path, got in found.items() if got is not None])
             return changed
 
         changed = [tp for tp in dict.fromkeys(await self.zoo.call(read))
                    if tp in self.model.states]
-        for tp in changed:
-            await self._reread(tp, quiet=True)
+        await self._reread(changed, quiet=True)
         if changed:
             self._broadcast_metadata()
             await self._advance_reassignments()
@@ -558,28 +558,21 @@ class Controller:
             client = self.zoo.kazoo
             names = client.get_children(zk.CONFIG_CHANGES,
                                         watch=self.zoo.forward(self._config_changes_fired))
-            configs: dict[str, dict[str, str]] = {}
-            for name in sorted(names):
-                path = f"{zk.CONFIG_CHANGES}/{name}"
-                try:
-                    data, _ = client.get(path)
-                    topics = zk.decode_config_change(path, data)
-                except NoNodeError:
+            found = get_many(client, [f"{zk.CONFIG_CHANGES}/{n}" for n in sorted(names)])
+            topics: list[str] = []
+            for path, got in found.items():
+                if got is None:
                     continue
+                try:
+                    topics += zk.decode_config_change(path, got[0])
                 except zk.ZkFormatError as exc:
                     log.warning("controller.bad_config_change", reason=str(exc))
-                    topics = []
-                for topic in topics:
-                    if topic not in self.model.configs:
-                        continue
-                    try:
-                        data, _ = client.get(zk.topic_config_path(topic))
-                        configs[topic] = zk.decode_topic_config(topic, data)
-                    except NoNodeError:
-                        configs[topic] = {}
-                # deleted once the configs it announces are read: no change is lost
-                with contextlib.suppress(NoNodeError):
-                    client.delete(path)
+            known = [t for t in dict.fromkeys(topics) if t in self.model.configs]
+            config_data = get_many(client, [zk.topic_config_path(t) for t in known])
+            configs = {t: {} if (got := config_data[zk.topic_config_path(t)]) is None
+                       else zk.decode_topic_config(t, got[0]) for t in known}
+            # deleted once the configs they announce are read: no change is lost
+            delete_many(client, [path for path, got in found.items() if got is not None])
             return configs
 
         configs = await self.zoo.call(read)
@@ -729,9 +722,9 @@ class Controller:
             for change, version in zip(batch, results, strict=True):
                 if version is None:
                     moved.add(change.tp)
-                    await self._reread(change.tp)
                 else:
                     self.model.written(change, version)
+            await self._reread([c.tp for c in batch if c.tp in moved])
         return moved
 
     def _write_batch(self, batch: list[Change]) -> list[int | None]:
@@ -754,16 +747,16 @@ class Controller:
         # one partition failed and the transaction rolled back: try them one by one
         return [v for change in batch for v in self._write_batch([change])]
 
-    async def _reread(self, tp: TopicPartition, *, quiet: bool = False) -> None:
-        def read() -> zk.LeaderIsr | None:
-            try:
-                data, stat = self.zoo.kazoo.get(zk.state_path(*tp))
-            except NoNodeError:
-                return None
-            return zk.LeaderIsr.decode(tp[0], tp[1], data, stat.version)
-
-        state = await self.zoo.call(read)
-        if state is not None:
+    async def _reread(self, tps: list[TopicPartition], *, quiet: bool = False) -> None:
+        """Read partition states again, in one batched round trip, and adopt them."""
+        if not tps:
+            return
+        paths = {tp: zk.state_path(*tp) for tp in tps}
+        found = await self.zoo.call(get_many, self.zoo.kazoo, paths.values())
+        for tp, path in paths.items():
+            if (got := found[path]) is None:
+                continue
+            state = zk.LeaderIsr.decode(tp[0], tp[1], got[0], got[1].version)
             if not quiet:
                 log.warning("controller.state_moved", topic=tp[0], partition=tp[1],
                             leader=state.leader, leader_epoch=state.leader_epoch,
