@@ -52,7 +52,8 @@ from collections.abc import Sequence
 import structlog
 import trio
 
-from broker.context import CLIENT_CONNECTION, BrokerContext, ClientConnection
+from broker.client_connection import CLIENT_CONNECTION, ClientConnection
+from broker.context import BrokerContext
 from broker.frames import Piece, WithFileSlices, encode_with_file_slices
 from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis

@@ -1,20 +1,17 @@
 """What every request handler may use: settings, identity, topics and their logs, the purgatory,
-the group coordinator's driver -- and which client connection the request came on."""
+the group coordinator's driver. Which client connection a request came on is
+``broker.client_connection``."""
 
 from __future__ import annotations
 
-import socket
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-import trio
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.group_driver import GroupDriver
 
 if TYPE_CHECKING:
     from broker.cluster.node import ClusterNode
-    from broker.metrics import BrokerMetrics
     from broker.security.policy import SecurityPolicy
     from broker.security.setup import BrokerSecurity
 from broker.identity import BrokerIdentity
@@ -22,6 +19,20 @@ from broker.memory_pool import RequestMemoryPool
 from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
 from broker.topics import Topics
+from protocol.apis import ApiKey
+from protocol.wire import Request
+
+
+class RequestMetrics(Protocol):
+    """What the request path tells the metrics (``broker.metrics.BrokerMetrics``, when
+    ``metrics_listener`` is set): declared here so that the context need not import the
+    metrics, which read the context."""
+
+    @property
+    def handlers(self) -> Mapping[ApiKey, Callable[[BrokerContext, Request], Awaitable[Any]]]:
+        """Every handler, timed and counted."""
+
+    def produced(self, topic: str, size: int, messages: int) -> None: ...
 
 
 @dataclass
@@ -36,7 +47,7 @@ class BrokerContext:
     port: int = 0  # the port really listened on (known once listening)
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
     cluster: ClusterNode | None = None  # cluster mode (zookeeper_connect set), else None
-    metrics: BrokerMetrics | None = None  # metrics_listener set, else None
+    metrics: RequestMetrics | None = None  # metrics_listener set, else None
     #: listeners' TLS and SASL, the credential store; None: PLAINTEXT only, no user store
     listener_security: BrokerSecurity | None = None
     #: the port each listener really listens on, by listener name (known once listening)
@@ -55,43 +66,3 @@ class BrokerContext:
     @property
     def broker_id(self) -> int:
         return self.identity.broker_id
-
-
-#: Who a connection is before (or without) authentication, as Kafka names it.
-ANONYMOUS = "User:ANONYMOUS"
-
-
-@dataclass(slots=True)
-class ClientConnection:
-    id: int
-    host: str
-    #: The connection's socket, for ``peer_closed``; None where there is none to watch.
-    socket: trio.socket.SocketType | None = None
-    #: The authenticated principal (``User:NAME``): set by the listener's TLS client
-    #: certificate or SASL exchange; the authorizer and quotas read it.
-    principal: str = ANONYMOUS
-    #: The name of the listener the connection came in on (``PLAINTEXT``, ``SASL_SSL``, ...).
-    listener: str = "PLAINTEXT"
-    #: The client id of the connection's latest request header (quotas are per client id).
-    client_id: str | None = None
-
-    async def peer_closed(self) -> None:
-        """Return once the peer has closed its end (EOF or a socket error); never, if there is
-        no socket or the peer sends bytes first -- a pipelining client's next request is
-        readability too, and the EOF behind it is not visible until that request is read.
-        Only for a request's handler: the connection is not reading then (seed 001)."""
-        if self.socket is not None:
-            try:
-                if await self.socket.recv(1, socket.MSG_PEEK):
-                    await trio.sleep_forever()
-            except OSError:
-                pass
-            return
-        await trio.sleep_forever()
-
-
-#: Set by each connection's task for its own requests (trio gives every task its own copy of
-#: the context): group requests need the connection to tell the coordinator when it closes.
-CLIENT_CONNECTION: ContextVar[ClientConnection | None] = ContextVar(
-    "client_connection", default=None
-)

@@ -25,7 +25,8 @@ from typing import Any
 import structlog
 import trio
 
-from broker.context import CLIENT_CONNECTION, BrokerContext
+from broker.client_connection import CLIENT_CONNECTION
+from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.client_connection import CLIENT_CONNECTION
 from broker.cluster.node import ClusterNode
-from broker.context import CLIENT_CONNECTION, BrokerContext
+from broker.context import BrokerContext
 from broker.handlers.group_authorization import authorized
 from broker.handlers.metadata import broker_address, own_address
 from coordinator import OFFSETS_TOPIC

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.client_connection import CLIENT_CONNECTION
 from broker.cluster.metadata_cache import LiveBroker
 from broker.cluster.node import ClusterNode
-from broker.context import CLIENT_CONNECTION, BrokerContext
+from broker.context import BrokerContext
 from broker.topics import Topic, check_topic_name, is_internal
 from protocol.acls import ResourceType
 from protocol.apis import REGISTRY, ApiKey

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import structlog
 
-from broker.context import ANONYMOUS, CLIENT_CONNECTION, ClientConnection
+from broker.client_connection import ANONYMOUS, CLIENT_CONNECTION, ClientConnection
 from broker.security.authorizer import AclAuthorizer
 from broker.security.quotas import ClientQuotas, QuotaEntity, describe
 from broker.security.store import SecurityStore

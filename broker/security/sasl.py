@@ -24,7 +24,7 @@ import structlog
 import trio
 from scramp import ScramException, ScramMechanism
 
-from broker.context import ClientConnection
+from broker.client_connection import ClientConnection
 from broker.security.credentials import CredentialStore
 from broker.security.sasl_state import SASL_MACHINE, SaslEvent, SaslState
 from protocol.apis import ApiKey

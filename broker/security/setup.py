@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from broker.context import ClientConnection
+from broker.client_connection import ClientConnection
 from broker.security.credentials import CredentialStore
 from broker.security.listeners import Endpoint
 from broker.security.sasl import SaslSession

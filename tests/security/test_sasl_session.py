@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.context import ANONYMOUS, ClientConnection
+from broker.client_connection import ANONYMOUS, ClientConnection
 from broker.security.sasl import SaslSession
 from broker.security.sasl_state import SASL_MACHINE, SaslState
 from protocol.apis import ApiKey

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.context import ClientConnection
+from broker.client_connection import ClientConnection
 from broker.security.credentials import FileCredentialStore
 from broker.security.listeners import parse_endpoints
 from broker.security.setup import BrokerSecurity, HandshakeError
