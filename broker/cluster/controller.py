@@ -2,9 +2,10 @@
 and decides leadership (seed 003 "Controller").
 
 One task reads one event channel (Kafka's ControllerEventManager): broker and topic changes
-from ZooKeeper watches, controlled-shutdown and election requests. Each event is decided by
-``ControllerModel`` (sans-IO), its partition states written to ZooKeeper, and the brokers told
-through one ordered ``RequestQueue`` each.
+from ZooKeeper watches, controlled-shutdown and election requests, each a typed value
+(``controller_events``). Each event is decided by ``ControllerModel`` (sans-IO), its partition
+states written to ZooKeeper, and the brokers told through one ordered ``RequestQueue`` each.
+This class reads (in batches, ``zk_reads``), writes and sends what the model decided.
 
 Fencing: every write is one ZooKeeper transaction that also checks ``/controller_epoch`` is
 still at the version this controller wrote; a controller that was paused and replaced fails
@@ -244,15 +245,12 @@ class Controller:
                 self.model.adopt_state((topic, partition), state)
         for broker_id, reg in registrations.items():
             self._open_queue(broker_id, reg)
-        missing = [tp for tp in self.model.partitions() if tp not in self.model.states]
-        await self._write(self.model.elect_new(missing))
+        await self._write(self.model.elect_new(self.model.partitions_without_state()))
         await self._settle(self.model.elect_after_broker_change)
         self._tell(self.model.partitions())
         self._send_deletions(deletions)
         await self.zoo.call(self._watch_deletions)
-        self.model.reassigning = {
-            tp: target for tp, target in (await self.zoo.call(self._read_reassignments)).items()
-            if tp in self.model.states}
+        self.model.resume_reassignments(await self.zoo.call(self._read_reassignments))
         await self._on_isr_changes(IsrChanges())
         await self._on_config_changes(ConfigChanges())
         await self._advance_reassignments()
@@ -392,9 +390,7 @@ class Controller:
         self.model.live = dict(live)  # ... then as started
         changes += await self._settle(self.model.elect_after_broker_change)
         if came:  # the brokers that came (back) hear about every replica they hold
-            mine = [tp for tp in self.model.partitions()
-                    if set(self.model.replicas(tp)) & set(came)]
-            self._send_leader_and_isr(mine, only=set(came))
+            self._send_leader_and_isr(self.model.partitions_on(came), only=set(came))
             self._send_deletions(deletions)  # and delete what they hold of a deleted one
         self._tell([c.tp for c in changes])
         await self._advance_reassignments()
@@ -544,8 +540,7 @@ class Controller:
             delete_many(client, [path for path, got in found.items() if got is not None])
             return changed
 
-        changed = [tp for tp in dict.fromkeys(await self.zoo.call(read))
-                   if tp in self.model.states]
+        changed = self.model.known_partitions(await self.zoo.call(read))
         await self._reread(changed, quiet=True)
         if changed:
             self._broadcast_metadata()
@@ -576,12 +571,7 @@ class Controller:
             return configs
 
         configs = await self.zoo.call(read)
-        changed = {t: c for t, c in configs.items()
-                   if t in self.model.configs and self.model.configs[t] != c}
-        for topic, topic_configs in changed.items():
-            self.model.configs[topic] = topic_configs
-            log.info("controller.topic_configs_changed", topic=topic, configs=topic_configs)
-        if changed:
+        if self.model.configs_read(configs):
             self._broadcast_metadata()
 
     # ====================================================================== reassignment
@@ -589,15 +579,7 @@ class Controller:
     async def _on_reassign(self, event: Reassign) -> dict[TopicPartition, str | None]:
         """Start moving partitions to new replicas (Kafka's reassignment): the answer per
         partition is None, or why it cannot move."""
-        answers: dict[TopicPartition, str | None] = {}
-        started: list[Change] = []
-        for tp, target in event.partitions:
-            problem = self.model.reassignment_problem(tp, target)
-            answers[tp] = problem
-            if problem is None and tuple(target) != self.model.replicas(tp):
-                change = self.model.start_reassignment(tp, target)
-                if change is not None:
-                    started.append(change)
+        answers, started = self.model.start_reassignments(event.partitions)
         if not started:
             return answers
         await self.zoo.call(self._save_reassignments)
@@ -612,8 +594,7 @@ class Controller:
         """Finish the moves whose new replicas have all caught up."""
         for change, _ in self.model.finish_reassignments():
             await self._write([change])
-            if change.tp not in self.model.states or (
-                    self.model.states[change.tp].leader_epoch != change.state.leader_epoch):
+            if not self.model.holds(change):
                 continue  # the state moved under us: the next ISR change tries again
             deletions = self.model.reassignment_done(change.tp)
             await self._fenced(self._write_assignment, change.tp[0])
@@ -673,7 +654,7 @@ class Controller:
         # the stopping broker is told to stop its replicas instead of following the new
         # leaders: a follower that kept fetching would be taken back into the ISRs it just left
         self._tell(moved, only=set(self.model.live) - {broker_id})
-        body = self.model.stop_replica(moved, delete=False).get(broker_id)
+        body = self.model.stop_following(broker_id, moved)
         if body is not None:
             self._queue(broker_id, ApiKey.STOP_REPLICA, body)
         last = decisions[-1]

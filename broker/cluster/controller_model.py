@@ -2,17 +2,20 @@
 makes it change.
 
 Shaped like the group coordinator (DESIGN "Cluster"): the trio side (``controller.py``) reads
-ZooKeeper and feeds events in; the methods here answer with ``Change``\\ s -- new partition
-states to write, conditionally, to ZooKeeper -- and, once written (``record``), with the
-requests to send to brokers. Every partition move is checked against ``PARTITION_MACHINE``
-and logged as a "state change" line an operator can follow.
+ZooKeeper and tells the model what happened; the methods here answer with ``Change``\\ s --
+new partition states to write, conditionally, to ZooKeeper, each one's partition-machine move
+checked against ``PARTITION_MACHINE`` before it leaves the model and made once the write
+succeeded (``written``) -- and with the requests to send to brokers. Replicas follow their
+own machine (``replica_state``), a topic's deletion progress included. Every move is logged
+as a "state change" line an operator can follow.
 
 Election rules (Kafka's, seed 003: "followers which are out of sync will NOT be eligible to
 become leader"), each a pure function in ``elections``:
 
 - offline election: the first replica, in assignment order, that is live and in the ISR;
 - a dead broker leaves every ISR it was in; an ISR is never emptied -- its last member stays,
-  so that it can lead again when it comes back (no unclean election);
+  so that it can lead again when it comes back (no unclean election, unless the topic's
+  ``unclean_leader_election_enable`` allows one: then the first live replica);
 - controlled shutdown: the first other live in-sync replica not itself shutting down; a
   partition with no other replica that is live and not stopping has nobody to move to (a
   whole-cluster stop, replication factor 1): it stays led by the stopping broker and goes
@@ -132,6 +135,36 @@ class ControllerModel:
 
     def partitions(self) -> list[TopicPartition]:
         return [(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
+
+    def partitions_without_state(self) -> list[TopicPartition]:
+        """Partitions whose state znode was never written (a controller died in between)."""
+        return [tp for tp in self.partitions() if tp not in self.states]
+
+    def partitions_on(self, broker_ids: Iterable[int]) -> list[TopicPartition]:
+        """The partitions with a replica on one of ``broker_ids``."""
+        brokers = set(broker_ids)
+        return [tp for tp in self.partitions() if brokers & set(self.replicas(tp))]
+
+    def known_partitions(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """``tps`` this model holds a state for, once each, in order."""
+        return [tp for tp in dict.fromkeys(tps) if tp in self.states]
+
+    def holds(self, change: Change) -> bool:
+        """Whether ``change`` is the partition's state now (not moved under its write)."""
+        state = self.states.get(change.tp)
+        return state is not None and state.leader_epoch == change.state.leader_epoch
+
+    def configs_read(self, configs: Mapping[str, Mapping[str, str]]) -> list[str]:
+        """Topic configs read again: adopt those that changed, of topics still known; the
+        topics whose configs changed (every broker needs the new view)."""
+        changed = []
+        for topic, topic_configs in sorted(configs.items()):
+            if topic in self.configs and self.configs[topic] != topic_configs:
+                self.configs[topic] = dict(topic_configs)
+                log.info("controller.topic_configs_changed", topic=topic,
+                         configs=self.configs[topic])
+                changed.append(topic)
+        return changed
 
     def add_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
                   configs: Mapping[str, str]) -> list[TopicPartition]:
@@ -366,6 +399,26 @@ class ControllerModel:
                     "an earlier reassignment took from them")
         return None
 
+    def start_reassignments(self, wanted: Iterable[tuple[TopicPartition, Sequence[int]]]
+                            ) -> tuple[dict[TopicPartition, str | None], list[Change]]:
+        """Reassignments asked for: per partition None or why it cannot move, and the changes
+        that start the moves (none for a partition already on its target replicas)."""
+        answers: dict[TopicPartition, str | None] = {}
+        started: list[Change] = []
+        for tp, target in wanted:
+            answers[tp] = self.reassignment_problem(tp, target)
+            if answers[tp] is None and tuple(target) != self.replicas(tp):
+                change = self.start_reassignment(tp, target)
+                if change is not None:
+                    started.append(change)
+        return answers, started
+
+    def resume_reassignments(self, found: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Moves a previous controller began (``/admin/reassign_partitions``), of partitions
+        that still exist."""
+        self.reassigning = {tp: tuple(target) for tp, target in found.items()
+                            if tp in self.states}
+
     def start_reassignment(self, tp: TopicPartition, target: Sequence[int]) -> Change | None:
         """Kafka's reassignment, step 1: the partition is assigned the union of its old and
         new replicas (new ones first, so the preferred leader is a new one), and its leader
@@ -493,6 +546,13 @@ class ControllerModel:
                     per_broker.setdefault(replica, []).append((topic, partition))
         return {b: self.stop_replica_request(found, delete=delete)
                 for b, found in per_broker.items()}
+
+    def stop_following(self, broker_id: int, moved: Iterable[TopicPartition]
+                       ) -> dict[str, Any] | None:
+        """A broker shutting down is told to stop its replicas of the partitions moved away
+        from it (without deleting them) instead of following the new leaders: a follower that
+        kept fetching would be taken back into the ISRs it just left."""
+        return self.stop_replica(moved, delete=False).get(broker_id)
 
     def stop_replica_request(self, tps: Iterable[TopicPartition], *, delete: bool
                              ) -> dict[str, Any]:

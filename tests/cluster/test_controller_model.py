@@ -772,3 +772,57 @@ def test_a_reassignment_keeps_a_leader_that_is_among_the_new_replicas():
     ((change, removed),) = model.finish_reassignments()
     assert removed == ()
     assert change.state.leader == 0
+
+
+# ------------------------------------------------------- what the driver asks the model
+
+def test_the_partitions_a_returning_broker_hears_of_and_those_never_written():
+    model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1), 1: (1, 2), 2: (2, 0)}})
+    assert model.partitions_on([1]) == [("t", 0), ("t", 1)]
+    assert model.partitions_on([0, 2]) == [("t", 0), ("t", 1), ("t", 2)]
+    assert model.partitions_on([7]) == []
+    assert model.partitions_without_state() == []
+    model.add_topic("u", {0: (0,)}, {})  # a controller died before writing its state
+    assert model.partitions_without_state() == [("u", 0)]
+    assert model.known_partitions([("t", 1), ("u", 0), ("t", 1), ("x", 0), ("t", 0)]) == [
+        ("t", 1), ("t", 0)]
+
+
+def test_a_written_change_holds_until_the_state_moves_under_it():
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1)}})
+    [change] = kill(model, 1)
+    assert model.holds(change)
+    set_state(model, ("t", 0), leader=0, isr=[0, 1], leader_epoch=change.state.leader_epoch + 3)
+    assert not model.holds(change)
+    model.begin_deletion("t")
+    assert not model.holds(change)
+
+
+def test_configs_read_again_adopt_only_changes_of_known_topics():
+    model = make_model(live=[0], topics={"a": {0: (0,)}, "b": {0: (0,)}},
+                       configs={"a": {"retention_ms": "1"}})
+    with structlog.testing.capture_logs() as logs:
+        changed = model.configs_read({"a": {"retention_ms": "2"}, "b": {}, "gone": {"x": "y"}})
+    assert changed == ["a"]
+    assert model.configs == {"a": {"retention_ms": "2"}, "b": {}}
+    assert [e["topic"] for e in logs if e["event"] == "controller.topic_configs_changed"] == ["a"]
+
+
+def test_reassignments_asked_answer_each_partition_and_start_only_real_moves():
+    model = make_model(live=[0, 1, 2], topics={"t": {0: (0, 1), 1: (1, 2)}})
+    answers, started = model.start_reassignments([
+        (("t", 0), (2, 1)), (("t", 1), (1, 2)), (("t", 9), (0,)), (("t", 0), (0,))])
+    assert answers == {("t", 0): "t-0 is being reassigned already", ("t", 1): None,
+                       ("t", 9): "t-9 does not exist"}
+    assert [c.tp for c in started] == [("t", 0)]  # t-1 is on its target already
+    assert model.reassigning == {("t", 0): (2, 1)}
+    model.resume_reassignments({("t", 1): [2, 0], ("gone", 0): [1]})
+    assert model.reassigning == {("t", 1): (2, 0)}
+
+
+def test_a_stopping_broker_is_told_to_stop_following_what_moved_away():
+    model = make_model(live=[0, 1], topics={"t": {0: (0, 1), 1: (1,)}})
+    body = model.stop_following(0, [("t", 0), ("t", 1)])
+    assert body is not None and body["delete_partitions"] is False
+    assert body["partitions"] == [{"topic": "t", "partition": 0}]
+    assert model.stop_following(5, [("t", 0)]) is None
