@@ -580,8 +580,9 @@ def clusters(draw: st.DrawFn) -> tuple[int, dict[str, dict[int, tuple[int, ...]]
 
 
 class ControllerMachine(RuleBasedStateMachine):
-    """Random broker deaths, returns, controlled shutdowns, preferred elections and new topics
-    over a random assignment; the invariants are checked after every step and every write."""
+    """Random broker deaths, returns, controlled shutdowns, preferred elections, new topics and
+    deletions (their StopReplica answers coming in any order, late ones included) over a random
+    assignment; the invariants are checked after every step and every write."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -589,6 +590,7 @@ class ControllerMachine(RuleBasedStateMachine):
         self.brokers = 0
         self.topics_made = 0
         self.epochs: dict[TopicPartition, int] = {}  # the highest leader epoch seen
+        self.sent: list[ReplicaDeletion] = []  # StopReplica (delete) not answered yet
 
     # every write goes through here: each change is checked against what it replaces
     def write(self, changes: list[Change]) -> None:
@@ -623,6 +625,7 @@ class ControllerMachine(RuleBasedStateMachine):
     def broker_dies(self, data: st.DataObject) -> None:
         broker = data.draw(st.sampled_from(sorted(self.model.live)))
         self.model.brokers_gone([broker])
+        self.sent = [d for d in self.sent if d.broker_id != broker or data.draw(st.booleans())]
         self.write(self.model.elect_after_broker_change())
         assert all(broker not in s.isr or s.isr == (broker,) for s in self.model.states.values())
 
@@ -630,7 +633,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def broker_returns(self, data: st.DataObject) -> None:
         broker = data.draw(st.sampled_from(self.dead()))
-        self.model.brokers_came({broker: registration(broker)})
+        self.sent += self.model.brokers_came({broker: registration(broker)})
         self.write(self.model.elect_after_broker_change())
 
     @precondition(lambda self: self.model.live)
@@ -672,6 +675,24 @@ class ControllerMachine(RuleBasedStateMachine):
         assert self.model.machine[new[0]] is PartitionState.NEW
         self.write(self.model.elect_new(new))
 
+    @precondition(lambda self: self.model.assignments)
+    @rule(data=st.data())
+    def topic_deleted(self, data: st.DataObject) -> None:
+        topic = data.draw(st.sampled_from(sorted(self.model.assignments)))
+        self.sent += self.model.begin_deletion(topic)
+        assert topic not in self.model.assignments and topic in self.model.deleting
+
+    @precondition(lambda self: self.sent)
+    @rule(data=st.data())
+    def deletion_answered(self, data: st.DataObject) -> None:
+        # an answer may come twice (asked again after a restart) or late (its broker went,
+        # or the topic is gone already): it counts once, or not at all
+        answer = self.sent.pop(data.draw(st.integers(0, len(self.sent) - 1)))
+        for topic in self.model.replicas_deleted(answer.broker_id, answer.partitions):
+            assert topic == answer.topic
+            self.model.topic_deleted(topic)
+            assert topic not in self.model.deleting
+
     @invariant()
     def partitions_are_consistent(self) -> None:
         model = self.model
@@ -693,12 +714,20 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @invariant()
     def replicas_follow_their_brokers(self) -> None:
-        """Every assigned replica is Online on a live broker, Offline on a dead one, and the
-        replica machine knows no other."""
+        """Every assigned replica is Online on a live broker, Offline on a dead one; every
+        other one is of a topic being deleted, asked on a live broker, waiting for a dead one,
+        or deleted; the deletion of a topic is over once none is left."""
         model = self.model
         expected = {(*tp, b): ReplicaState.ONLINE if b in model.live else ReplicaState.OFFLINE
                     for tp in model.partitions() for b in model.replicas(tp)}
-        assert model.replica_states.states == expected
+        deleting = {r: s for r, s in model.replica_states.states.items() if r not in expected}
+        assert {r: model.replica_states.states[r] for r in expected} == expected
+        assert {r[0] for r in deleting} == model.deleting
+        for (_, _, broker), state in deleting.items():
+            assert state is not ReplicaState.DELETION_STARTED or broker in model.live
+            assert state is not ReplicaState.DELETION_INELIGIBLE or broker not in model.live
+            assert state in (ReplicaState.DELETION_STARTED, ReplicaState.DELETION_INELIGIBLE,
+                             ReplicaState.DELETION_SUCCESSFUL)
 
 
 ControllerMachine.TestCase.settings = settings(
