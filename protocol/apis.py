@@ -5,7 +5,7 @@ Keys keep Kafka's numbers. Field lists follow seed 001 "Request formats" where i
 ErrorCode, GroupGenerationId, ConsumerId, PartitionsToOwn) plus what later Kafka found necessary
 (a rebalance timeout, offsets' metadata and commit timestamps, error messages). The client id
 travels in every request header. docs/protocol.md is generated from this table
-(``python -m protocol.docs``) and a test fails when the file is out of date.
+(``python -m tooling.docs.protocol``) and a test fails when the file is out of date.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from pathlib import Path
 from coordinator.group_state import GroupState
 from protocol.apis import REGISTRY
 from protocol.compression import Codec, decompress
-from protocol.docs import DOC_PATH, main, render
 from protocol.errors import ErrorCode
 from protocol.messageset import Message, decode_messages
+from tooling.docs.protocol import DOC_PATH, main, render
 
 REPO_DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 
@@ -19,7 +19,8 @@ def test_committed_spec_is_up_to_date() -> None:
     assert DOC_PATH == REPO_DOC
     committed = REPO_DOC.read_text(encoding="utf-8") if REPO_DOC.exists() else ""
     assert committed == render(), (
-        "docs/protocol.md is out of date: run `python -m protocol.docs` and commit the result"
+        "docs/protocol.md is out of date: run `python -m tooling.docs.protocol` and commit the "
+        "result"
     )
 
 
