@@ -121,17 +121,21 @@ class Membership:
                     f"{strategy!r} is not one of {sorted(self.strategies)}")
         return None
 
+    def _member_group(self, group_id: str) -> Group | ErrorCode:
+        """The loaded group a member's request names, or how to answer the request."""
+        loader, code = self._partitions.gate(group_id)
+        if code is not _E.NONE:
+            return code
+        return loader.groups.get(group_id, _E.UNKNOWN_MEMBER_ID)
+
     def heartbeat(self, body: dict[str, Any], ctx: RequestContext) -> None:
         self._out.respond(ctx.token, error_body(self._heartbeat_answer(body, ctx.now_ms)))
 
     def _heartbeat_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
-        group_id, member_id, generation = body["group_id"], body["member_id"], body["generation_id"]
-        loader, code = self._partitions.gate(group_id)
-        if code is not _E.NONE:
-            return code
-        group = loader.groups.get(group_id)
-        if group is None:
-            return _E.UNKNOWN_MEMBER_ID
+        member_id, generation = body["member_id"], body["generation_id"]
+        group = self._member_group(body["group_id"])
+        if isinstance(group, ErrorCode):
+            return group
         member = group.members.get(member_id)
         if member is None:
             return self._slow_member_heartbeat(group, member_id, generation, now_ms)
@@ -166,13 +170,10 @@ class Membership:
         self._out.respond(ctx.token, error_body(self._leave_answer(body, ctx.now_ms)))
 
     def _leave_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
-        group_id, member_id = body["group_id"], body["member_id"]
-        loader, code = self._partitions.gate(group_id)
-        if code is not _E.NONE:
-            return code
-        group = loader.groups.get(group_id)
-        if group is None:
-            return _E.UNKNOWN_MEMBER_ID
+        member_id = body["member_id"]
+        group = self._member_group(body["group_id"])
+        if isinstance(group, ErrorCode):
+            return group
         member = group.members.get(member_id)
         if member is None:
             if group.state is _S.PREPARE_REBALANCE and member_id in group.expired:
