@@ -238,6 +238,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sasl_enabled_mechanisms", "sasl.enabled.mechanisms", _mechanism_names,
             "Mechanisms SASL listeners accept: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (PLAIN is "
             "checked against the user's SCRAM credential)."),
+    Setting("connection_failed_authentication_delay_ms",
+            "connection.failed.authentication.delay.ms", _int_at_least(0),
+            "How long a failed SASL login waits before its SASL_AUTHENTICATION_FAILED answer "
+            "and the close (KIP-306), to slow password guessing; only that connection waits. "
+            "0: answer at once."),
     Setting("sasl_mechanism_inter_broker_protocol", "sasl.mechanism.inter.broker.protocol",
             _mechanism, "Mechanism brokers log in with on a SASL inter-broker listener."),
     Setting("inter_broker_sasl_username", "sasl.jaas.config (username)", _optional_str,
@@ -373,6 +378,7 @@ class BrokerSettings:
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"
     sasl_enabled_mechanisms: str = ",".join(SASL_MECHANISMS)
+    connection_failed_authentication_delay_ms: int = 100
     sasl_mechanism_inter_broker_protocol: str = "SCRAM-SHA-256"
     inter_broker_sasl_username: str | None = None
     inter_broker_sasl_password: Secret | None = None

@@ -6,6 +6,11 @@ admitted: anything else closes the connection with nothing done. A failed login 
 SASL_AUTHENTICATION_FAILED and the connection closed; a request out of order ILLEGAL_SASL_STATE
 (closed too, unless already authenticated).
 
+The failure's answer waits ``connection_failed_authentication_delay_ms`` first (Kafka's
+connection.failed.authentication.delay.ms, KIP-306), so a password guesser gets a few answers a
+second per connection instead of thousands. Only the failing connection's own task sleeps: the
+broker serves every other connection meanwhile.
+
 PLAIN is checked against the user's SCRAM credential (derived again from the password with the
 stored salt and iterations, in a worker thread so a flood of PLAIN logins does not stall the
 broker's requests): one store, no password kept anywhere. SCRAM is scramp's server.
@@ -44,10 +49,11 @@ FAILED_MESSAGE = "Authentication failed: invalid credentials with SASL mechanism
 
 class SaslSession:
     def __init__(self, connection: ClientConnection, enabled: tuple[str, ...],
-                 store: CredentialStore) -> None:
+                 store: CredentialStore, *, failure_delay: float = 0.0) -> None:
         self._connection = connection
         self._enabled = enabled
         self._store = store
+        self._failure_delay = failure_delay  # seconds before a failed login is answered
         self.state = SaslState.HANDSHAKE
         self.mechanism: str | None = None
         self._scram: Any = None  # scramp's server, between the two SCRAM steps
@@ -97,6 +103,7 @@ class SaslSession:
             self._move(SaslEvent.FAILED)
             log.info("sasl.failed", conn=self._connection.id, host=self._connection.host,
                      mechanism=self.mechanism)
+            await trio.sleep(self._failure_delay)  # this connection's task only (KIP-306)
             return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED,
                            FAILED_MESSAGE.format(self.mechanism))
         if self._user is not None and not self._scram:

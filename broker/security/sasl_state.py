@@ -51,8 +51,9 @@ SASL_MACHINE: TransitionTable[SaslState, SaslEvent] = TransitionTable(
         Transition(_S.AUTHENTICATE, _E.DONE, _S.AUTHENTICATED, "the password or proof is "
                    "right", "NONE (SCRAM: the server-final message); principal User:<name>"),
         Transition(_S.AUTHENTICATE, _E.FAILED, _S.FAILED, "unknown user, wrong password or "
-                   "proof, malformed token", "SASL_AUTHENTICATION_FAILED (the same words for "
-                   "each), one sasl.failed log line, then closed"),
+                   "proof, malformed token", "one sasl.failed log line; after "
+                   "connection_failed_authentication_delay_ms, SASL_AUTHENTICATION_FAILED (the "
+                   "same words for each), then closed"),
         Transition(_S.AUTHENTICATE, _E.OUT_OF_ORDER, _S.FAILED, "a second SaslHandshake",
                    "ILLEGAL_SASL_STATE, then closed"),
         Transition(_S.AUTHENTICATED, _E.OUT_OF_ORDER, _S.AUTHENTICATED, "SaslHandshake or "

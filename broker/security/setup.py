@@ -90,6 +90,7 @@ class BrokerSecurity:
         uses_tls = any(e.protocol.uses_tls for e in self.settings.endpoints)
         self._server_tls = server_tls_context(self.settings) if uses_tls else None
         self._mechanisms = tuple(self.settings.sasl_enabled_mechanisms.split(","))
+        self._failure_delay = self.settings.connection_failed_authentication_delay_ms / 1000
 
     async def open(self, endpoint: Endpoint, stream: trio.SocketStream,
                    connection: ClientConnection, timeout: float
@@ -114,5 +115,6 @@ class BrokerSecurity:
             opened = TlsStream(tls)
         session = None
         if endpoint.protocol.uses_sasl:
-            session = SaslSession(connection, self._mechanisms, self.credentials)
+            session = SaslSession(connection, self._mechanisms, self.credentials,
+                                  failure_delay=self._failure_delay)
         return opened, session
