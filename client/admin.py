@@ -115,10 +115,14 @@ class Admin:
         client_id: str = "odradek-admin",
         request_timeout_ms: int = 30_000,
         timeout_ms: int = 30_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1_000,
         **security: Unpack[SecurityOptions],
     ) -> None:
         self._network = NetworkClient(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(self._network)

@@ -80,6 +80,8 @@ class Consumer:
         check_crcs: bool = True,
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
         default_api_timeout_ms: int = 60_000,
         **security: Unpack[SecurityOptions],
@@ -112,6 +114,8 @@ class Consumer:
         self._api_timeout = default_api_timeout_ms / 1000
         self._network = NetworkClient(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(

@@ -33,9 +33,30 @@ class BrokerConnectionError(ClientError):
     retriable = True
 
 
-class SslHandshakeError(ClientError):
+class AuthenticationError(ClientError):
+    """The client cannot open a connection on a listener's terms: its TLS handshake failed, or
+    it does not speak the listener's security protocol (Kafka's AuthenticationException).
+    Retrying cannot help -- a setting must change -- so the clients raise it at once, from the
+    call that was driving I/O when it happened, instead of retrying until their timeout. A
+    refused SASL login is the broker's own ``SaslAuthenticationFailedError`` (and
+    ``UnsupportedSaslMechanismError``, ``IllegalSaslStateError``), raised the same way."""
+
+    retriable = False
+
+
+class SslHandshakeError(AuthenticationError):
     """The TLS handshake with a broker failed: its certificate is not trusted (ssl_cafile), does
-    not name the host (ssl_check_hostname), or the listener is not TLS. Retrying cannot help."""
+    not name the host (ssl_check_hostname), or the listener wants a client certificate
+    (ssl_certfile). The message names the listener and ssl's reason."""
+
+
+class SecurityProtocolMismatchError(AuthenticationError, BrokerConnectionError):
+    """The broker closed the connection because the listener speaks another security protocol
+    than the client's ``security_protocol`` -- a PLAINTEXT client on a SASL or TLS listener, a
+    TLS client on a plain one. Asked of the listener itself (client/listener_probe.py), so the
+    message says what it expects. A connection error that retrying cannot help."""
+
+    retriable = False
 
 
 class NoBrokersAvailableError(ClientError):

@@ -12,8 +12,23 @@ error (not retriable).
 
 Failures are per connection: a refused connect, a reset, an undecodable stream or a request past
 its deadline closes that connection, fails every request queued on it with a retriable error
-(``BrokerConnectionError`` or ``ClientTimeoutError``), and the node may be reconnected after an
-exponential backoff. Other connections carry on.
+(``BrokerConnectionError`` or ``ClientTimeoutError``), and the node may be reconnected after a
+backoff. Other connections carry on.
+
+Reconnecting backs off as Kafka's clients do: a connection that ends before it was ever answered
+(or never connected) is a failure, and the next attempt waits ``reconnect_backoff_ms``, doubled
+for each failure in a row, up to ``reconnect_backoff_max_ms`` (``reconnect_delay``); the first
+answer on a connection resets the count, and a connection that had been answered is reconnected
+at once.
+
+A failure retrying cannot help -- a refused TLS handshake or SASL login, a listener that speaks
+another security protocol than ``security_protocol`` -- fails the connection's requests with
+that error and is raised once more from the next ``poll`` (as Kafka's ConsumerNetworkClient
+raises its metadata's authentication failure), so every call driving I/O -- a producer waiting
+for metadata, a consumer's ``poll``, an admin call -- raises it at once instead of retrying until
+its timeout. A new connection that closes before any answer, or whose first bytes are a TLS
+alert, has its listener asked what it speaks (client/listener_probe.py): a mismatch becomes a
+``SecurityProtocolMismatchError`` saying what the listener expects.
 """
 
 from __future__ import annotations
@@ -33,17 +48,20 @@ from typing import Any
 
 from client.connection import BrokerConnection
 from client.errors import (
+    AuthenticationError,
     BrokerConnectionError,
     ClientTimeoutError,
     ConfigError,
     IllegalStateError,
     NoBrokersAvailableError,
+    SecurityProtocolMismatchError,
     SslHandshakeError,
 )
 from client.future import Future
+from client.listener_probe import TLS_ALERT_PREFIX, ListenerKind, mismatch_error, probe_listener
 from client.security import SecurityConfig
 from protocol.apis import ApiKey
-from protocol.errors import OdradekError, ProtocolError, error_for
+from protocol.errors import ErrorCode, OdradekError, ProtocolError, error_for
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from protocol.sasl import SaslClientMechanism, SaslMechanismError
 
@@ -51,6 +69,20 @@ _RECV_BYTES = 1 << 20
 _SEND_BYTES = 4 << 20  # write at most this much per send() call, so huge buffers are not copied
 #: a non-blocking socket (plain or TLS) that cannot move bytes right now
 _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+#: the longest one step of asking a listener what it speaks may take (client/listener_probe.py)
+_PROBE_TIMEOUT_S = 2.0
+#: the backoff doubles at most this many times (beyond, 2**n would overflow a float)
+_MAX_DOUBLINGS = 32
+
+
+def reconnect_delay(failures: int, backoff: float, backoff_max: float) -> float:
+    """Seconds to wait before connecting again after ``failures`` failed connections in a row:
+    none after none, then ``backoff``, doubled for each further failure, at most
+    ``backoff_max`` (Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms, without their
+    random jitter)."""
+    if failures <= 0:
+        return 0.0
+    return min(backoff * 2.0 ** min(failures - 1, _MAX_DOUBLINGS), backoff_max)
 
 
 class ConnectionState(Enum):
@@ -101,8 +133,10 @@ class NodeConnection:
         self.port = port
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
-        self.failures = 0  # consecutive failed connections, for the backoff
+        self.failures = 0  # connections in a row that ended before any answer, for the backoff
         self.retry_at = 0.0  # monotonic time before which no reconnect is tried
+        self.ready = False  # this socket has been answered (or has logged in)
+        self.received_bytes = 0  # bytes ever read from this socket
         self._client_id = client_id
         self._max_frame = max_frame
         self.protocol = BrokerConnection(client_id, max_frame_bytes=max_frame)
@@ -125,7 +159,8 @@ class NodeConnection:
     def reset_protocol(self) -> None:
         self.protocol = BrokerConnection(self._client_id, max_frame_bytes=self._max_frame)
         self.out = bytearray()
-        self.queued_bytes = self.written_bytes = 0
+        self.queued_bytes = self.written_bytes = self.received_bytes = 0
+        self.ready = False
 
     def take_outgoing(self) -> None:
         data = self.protocol.data_to_send()
@@ -154,8 +189,18 @@ class NetworkClient:
         self._security = security or SecurityConfig()
         self._tls = self._security.tls_context()
         self.request_timeout = request_timeout_ms / 1000
+        for name, value in (("reconnect_backoff_ms", reconnect_backoff_ms),
+                            ("reconnect_backoff_max_ms", reconnect_backoff_max_ms)):
+            if value < 0:
+                raise ConfigError(f"{name}={value} is invalid; it must be at least 0")
         self._backoff = reconnect_backoff_ms / 1000
         self._backoff_max = reconnect_backoff_max_ms / 1000
+        #: a failure retrying cannot help, raised by the next ``poll`` (then forgotten)
+        self._fatal: Exception | None = None
+        #: addresses that have answered this client: a close there is not a protocol mismatch
+        self._answered: set[str] = set()
+        #: what each listener asked (client/listener_probe.py) said it speaks
+        self._listener_kinds: dict[str, ListenerKind] = {}
         self._max_frame = max_frame_bytes
         self._clock = clock
         self._selector = selectors.DefaultSelector()
@@ -289,6 +334,9 @@ class NetworkClient:
             if mask & selectors.EVENT_READ and node.state is ConnectionState.CONNECTED:
                 self._read(node)
         self._expire(self._clock())
+        if self._fatal is not None:
+            fatal, self._fatal = self._fatal, None
+            raise fatal
 
     def close(self) -> None:
         if self._closed:
@@ -340,7 +388,8 @@ class NetworkClient:
                 self._fail_secure(node, exc)
                 return
         node.move(ConnectionState.CONNECTED)
-        node.failures = 0
+        if self._security.uses_sasl:
+            self._mark_ready(node)  # logged in: the listener speaks our protocol
         self._write(node)
 
     def _secure(self, node: NodeConnection) -> None:
@@ -355,11 +404,13 @@ class NetworkClient:
             sock = self._tls.wrap_socket(sock, server_hostname=node.host)
             node.sock = sock
         if self._security.uses_sasl:
-            self._log_in(sock)
+            self._log_in(sock, node.address)
         sock.setblocking(False)
         self._selector.register(sock, selectors.EVENT_WRITE, node)
 
-    def _log_in(self, sock: socket.socket) -> None:
+    def _log_in(self, sock: socket.socket, address: str) -> None:
+        """The SASL exchange; a refusal raises the broker's typed error, its message naming
+        the user, the mechanism and the listener."""
         security = self._security
         assert security.sasl_plain_username and security.sasl_plain_password is not None
         mechanism = SaslClientMechanism(security.sasl_mechanism, security.sasl_plain_username,
@@ -367,37 +418,94 @@ class NetworkClient:
         protocol = BrokerConnection(self.client_id, max_frame_bytes=self._max_frame)
         answer = _exchange(sock, protocol, ApiKey.SASL_HANDSHAKE,
                            {"mechanism": mechanism.mechanism})
-        if answer["error_code"]:
+        code = answer["error_code"]
+        if code == ErrorCode.ILLEGAL_SASL_STATE and not answer["mechanisms"]:
+            plain = "SSL" if security.uses_tls else "PLAINTEXT"
+            raise error_for(code, f"listener {address} does not use SASL (it answered "
+                            f"SaslHandshake with ILLEGAL_SASL_STATE): this client's "
+                            f"security_protocol is {security.security_protocol}; use {plain}")
+        if code:
             enabled = ", ".join(answer["mechanisms"]) or "none"
-            raise error_for(answer["error_code"], f"sasl_mechanism={mechanism.mechanism} is "
-                            f"not enabled on this listener (enabled: {enabled})")
+            raise error_for(code, f"sasl_mechanism={mechanism.mechanism} is not enabled on "
+                            f"listener {address} (enabled: {enabled})")
         token: bytes | None = mechanism.first()
         while token is not None:
             answer = _exchange(sock, protocol, ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token})
             if answer["error_code"]:
-                raise error_for(answer["error_code"],
-                                f"{answer['error_message']} (user {mechanism.username!r})")
-            token = mechanism.respond(answer["auth_bytes"])
+                reason = answer["error_message"] or ErrorCode(answer["error_code"]).info.meaning
+                raise error_for(answer["error_code"], f"{reason} (user {mechanism.username!r}, "
+                                f"mechanism {mechanism.mechanism}, listener {address})")
+            try:
+                token = mechanism.respond(answer["auth_bytes"])
+            except SaslMechanismError as exc:
+                raise AuthenticationError(
+                    f"SASL {mechanism.mechanism} login as {mechanism.username!r} on listener "
+                    f"{address}: the broker's answer does not verify: {exc}") from None
 
     def _fail_secure(self, node: NodeConnection, exc: Exception) -> None:
-        """A refused login or certificate is not retried sooner than any other failure, and
-        its requests fail with the error itself (not retriable): asking again cannot help."""
-        node.failures += 1
+        """A refused login or certificate fails the connection's requests with the error itself
+        (not retriable): asking again cannot help. A connection closed during the handshake or
+        the login may be a listener of another protocol: it is asked."""
         error: Exception
-        if isinstance(exc, ssl.SSLError):
-            error = SslHandshakeError(f"TLS with {node.address} failed: {exc.reason or exc}")
-        elif isinstance(exc, OdradekError | SaslMechanismError) and not isinstance(
-                exc, ProtocolError):
-            error = exc
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            error = self._certificate_error(node, exc)
+        elif isinstance(exc, OdradekError) and not isinstance(
+                exc, ProtocolError | BrokerConnectionError):
+            error = exc  # the broker's SASL refusal, an AuthenticationError
         else:
-            error = BrokerConnectionError(f"cannot log in to {node.address}: {exc}")
+            # closed, reset or garbled while shaking hands or logging in: what does it speak?
+            reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else exc
+            fallback = (SslHandshakeError(f"TLS handshake with listener {node.address} failed: "
+                                          f"{reason}")
+                        if isinstance(exc, ssl.SSLError) else
+                        BrokerConnectionError(f"cannot log in to {node.address}: {exc}"))
+            error = self._mismatch(node) or fallback
         self._close_node(node, error)
 
+    def _certificate_error(self, node: NodeConnection, exc: ssl.SSLCertVerificationError
+                           ) -> SslHandshakeError:
+        """The broker's certificate was refused: ssl's reason, and the setting to look at."""
+        why = exc.verify_message or exc.reason or str(exc)
+        if "hostname mismatch" in why.lower() or "ip address mismatch" in why.lower():
+            hint = (f"its certificate does not name {node.host!r}: connect by a name it has, or "
+                    "set ssl_check_hostname=False")
+        else:
+            cafile = self._security.ssl_cafile or "the system's CAs"
+            hint = f"ssl_cafile={cafile} does not trust its certificate"
+        return SslHandshakeError(f"TLS handshake with listener {node.address} failed: "
+                                 f"{exc.reason or 'CERTIFICATE_VERIFY_FAILED'}: {why}; {hint}")
+
+    def _mismatch(self, node: NodeConnection) -> SecurityProtocolMismatchError | None:
+        """Whether the listener speaks another security protocol than this client, asked of
+        it (client/listener_probe.py) unless it told already; None if it matches, would not
+        say, or has answered this client before (then it is a broker stopping, not a
+        mismatch)."""
+        if node.address in self._answered:
+            return None
+        kind = self._listener_kinds.get(node.address)
+        if kind is None:
+            security = self._security
+            certificate = ((security.ssl_certfile, security.ssl_keyfile)
+                           if security.ssl_certfile and security.ssl_keyfile else None)
+            kind = probe_listener(node.host, node.port,
+                                  min(self.request_timeout, _PROBE_TIMEOUT_S),
+                                  client_id=self.client_id, certificate=certificate)
+            if kind is None:
+                return None
+            self._listener_kinds[node.address] = kind
+        return mismatch_error(node.address, kind, self._security)
+
     def _fail_connect(self, node: NodeConnection, exc: OSError) -> None:
-        node.failures += 1
         self._close_node(
             node, BrokerConnectionError(f"cannot connect to {node.address}: {exc.strerror or exc}")
         )
+
+    def _mark_ready(self, node: NodeConnection) -> None:
+        """The connection has been answered: the listener speaks this client's protocol, and
+        the reconnect backoff starts over."""
+        node.ready = True
+        node.failures = 0
+        self._answered.add(node.address)
 
     def _write(self, node: NodeConnection) -> None:
         sock = node.sock
@@ -424,12 +532,24 @@ class NetworkClient:
                 size = sock.recv_into(self._received)
             except _WOULD_BLOCK:
                 return
+            except ssl.SSLError as exc:
+                self._close_node(node, self._tls_read_error(node, exc))
+                return
             except OSError as exc:
-                self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
+                self._close_node(node, self._closed_error(node, f"{node.address}: {exc}"))
                 return
             if not size:
-                closed = BrokerConnectionError(f"{node.address} closed the connection")
+                closed = self._closed_error(node, f"{node.address} closed the connection")
                 self._close_node(node, closed)
+                return
+            first = node.received_bytes == 0
+            node.received_bytes += size
+            if first and self._tls is None and (
+                    self._received[:2] == TLS_ALERT_PREFIX and not node.ready):
+                self._close_node(node, self._mismatch(node) or SecurityProtocolMismatchError(
+                    f"{node.address} answered with a TLS alert: the listener expects TLS "
+                    f"(SSL or SASL_SSL), and this client's security_protocol is "
+                    f"{self._security.security_protocol}"))
                 return
             try:
                 # the decoder copies what it keeps: the buffer is free again once it returns
@@ -437,6 +557,8 @@ class NetworkClient:
             except ProtocolError as exc:
                 self._close_node(node, BrokerConnectionError(f"{node.address}: {exc}"))
                 return
+            if responses and not node.ready:
+                self._mark_ready(node)
             for response in responses:
                 if node.sock is not sock:
                     return  # a callback closed the connection; its requests were failed
@@ -451,6 +573,23 @@ class NetworkClient:
             # a TLS socket gives one record per recv: the next may be decrypted already
             if size < _RECV_BYTES and not (isinstance(sock, ssl.SSLSocket) and sock.pending()):
                 return
+
+    def _closed_error(self, node: NodeConnection, text: str) -> BrokerConnectionError:
+        """The error for a connection the broker closed or reset: a mismatch of security
+        protocols if it had not answered yet and its listener says so, else retriable."""
+        if node.ready or not node.written_bytes:
+            return BrokerConnectionError(text)
+        return self._mismatch(node) or BrokerConnectionError(text)
+
+    def _tls_read_error(self, node: NodeConnection, exc: ssl.SSLError) -> OdradekError:
+        """A TLS error after the handshake: before any answer it is the handshake's end (TLS
+        1.3 reports a refused client certificate only then), after one a broken connection."""
+        if node.ready:
+            return BrokerConnectionError(f"{node.address}: {exc}")
+        hint = ("; the listener wants a client certificate (ssl_certfile, ssl_keyfile)"
+                if "CERTIFICATE_REQUIRED" in str(exc.reason) else "")
+        return SslHandshakeError(f"TLS handshake with listener {node.address} failed: "
+                                 f"{exc.reason or exc}{hint}")
 
     def _watch(self, node: NodeConnection) -> None:
         if node.sock is None:
@@ -474,8 +613,10 @@ class NetworkClient:
             # Responses come in order: the connection cannot skip the lost ones.
             self._close_node(node, BrokerConnectionError(f"{node.address} timed out"))
 
-    def _close_node(self, node: NodeConnection, error: BaseException) -> None:
-        """Close the socket and fail everything queued on it. Safe to call in any state."""
+    def _close_node(self, node: NodeConnection, error: Exception) -> None:
+        """Close the socket and fail everything queued on it. Safe to call in any state. A
+        connection that ends before it was answered counts toward the reconnect backoff; an
+        error retrying cannot help is kept for the next ``poll`` to raise."""
         was_open = node.sock is not None
         if node.sock is not None:
             with contextlib.suppress(KeyError):  # a failed connect_ex never registered it
@@ -484,8 +625,11 @@ class NetworkClient:
             node.sock = None
         if node.state is not ConnectionState.DISCONNECTED:
             node.move(ConnectionState.DISCONNECTED)
-        delay = min(self._backoff * 2 ** max(node.failures - 1, 0), self._backoff_max)
-        node.retry_at = self._clock() + (delay if node.failures else 0.0)
+            node.failures = 0 if node.ready else node.failures + 1
+            delay = reconnect_delay(node.failures, self._backoff, self._backoff_max)
+            node.retry_at = self._clock() + delay
+        if not getattr(error, "retriable", True) and not self._closed:
+            self._fatal = error
         pending = [p.future for p in node.pending.values()] + [f for _, f in node.unanswered]
         node.pending = {}
         node.unanswered.clear()

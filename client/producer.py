@@ -91,6 +91,8 @@ class Producer:
         max_request_bytes: int = 1024 * 1024,
         retries: int = 2**31 - 1,
         retry_backoff_ms: int = 100,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1_000,
         request_timeout_ms: int = 30_000,
         delivery_timeout_ms: int = 120_000,
         max_block_ms: int = 60_000,
@@ -129,6 +131,8 @@ class Producer:
         self._clock = time.monotonic
         self._network = NetworkClient(
             bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
             security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(

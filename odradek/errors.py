@@ -6,6 +6,7 @@ Both derive from ``OdradekError``.
 """
 
 from client.errors import (
+    AuthenticationError,
     BrokerConnectionError,
     ClientError,
     ClientTimeoutError,
@@ -16,6 +17,7 @@ from client.errors import (
     NoBrokersAvailableError,
     NoOffsetForPartitionError,
     RecordTooLargeError,
+    SecurityProtocolMismatchError,
     SslHandshakeError,
     SubscriptionNotValidError,
 )
@@ -84,6 +86,7 @@ from protocol.errors import (
 )
 
 __all__ = [
+    "AuthenticationError",
     "BrokerConnectionError",
     "BrokerError",
     "BrokerNotAvailableError",
@@ -143,6 +146,7 @@ __all__ = [
     "SaslAuthenticationFailedError",
     "SchemaError",
     "SecurityDisabledError",
+    "SecurityProtocolMismatchError",
     "SslHandshakeError",
     "StaleControllerEpochError",
     "SubscriptionNotValidError",
