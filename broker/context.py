@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.cluster import Cluster
 from broker.group_driver import GroupDriver
 
 if TYPE_CHECKING:
-    from broker.cluster.node import ClusterNode
     from broker.security.policy import SecurityPolicy
     from broker.security.setup import BrokerSecurity
 from broker.identity import BrokerIdentity
@@ -44,9 +44,11 @@ class BrokerContext:
     groups: GroupDriver
     #: ACLs (when authorizer_enabled) and client quotas
     security: SecurityPolicy = field(kw_only=True)
+    #: the cluster as the request path sees it: a ZooKeeper cluster's member
+    #: (``zookeeper_connect`` set), else a cluster of one (``broker.cluster``)
+    cluster: Cluster = field(kw_only=True)
     port: int = 0  # the port really listened on (known once listening)
     stopping: bool = False  # set on SIGTERM/SIGINT: in-flight requests finish, no new ones
-    cluster: ClusterNode | None = None  # cluster mode (zookeeper_connect set), else None
     metrics: RequestMetrics | None = None  # metrics_listener set, else None
     #: listeners' TLS and SASL, the credential store; None: PLAINTEXT only, no user store
     listener_security: BrokerSecurity | None = None

@@ -271,31 +271,16 @@ class BrokerMetrics:
             "produces for their ISR (Produce), fetches for data (Fetch), JoinGroups for their "
             "round (Rebalance): Kafka's DelayedOperationPurgatory PurgatorySize.",
             labels=["delayedoperation"])
-        family.add_metric(["Produce"], 0 if ctx.cluster is None else ctx.cluster.produces_waiting)
+        family.add_metric(["Produce"], ctx.cluster.produces_waiting)
         family.add_metric(["Fetch"], ctx.purgatory.parked)
         family.add_metric(["Rebalance"], holding)
         return family
 
     def _replica_families(self) -> Iterator[Metric]:
-        ctx = self._ctx
-        cluster = ctx.cluster
-        replicas = None if cluster is None else cluster.replicas
-        if cluster is None or replicas is None:  # a single broker leads every partition
-            partitions = sum(t.partitions for t in ctx.topics.all())
-            leaders, under, shrinks, expands = partitions, 0, 0, 0
-            controller, offline = cluster is None, 0
-        else:
-            me = replicas.broker_id
-            led = [r for r in replicas.replicas.values() if r.leader == me]
-            partitions, leaders = len(replicas.replicas), len(led)
-            under = sum(1 for r in led if len(r.isr) < len(r.replicas))
-            shrinks, expands = replicas.isr_shrinks, replicas.isr_expands
-            controller = cluster.controller is not None
-            # as in Kafka, the controller alone reports offline partitions
-            offline = 0 if not controller else sum(
-                1 for views in cluster.cache.partitions.values() for v in views.values()
-                if v.leader not in cluster.cache.brokers
-            )
+        stats = self._ctx.cluster.replica_stats()
+        partitions, leaders, under = stats.partitions, stats.leaders, stats.under_replicated
+        shrinks, expands = stats.isr_shrinks, stats.isr_expands
+        controller, offline = stats.controller, stats.offline
         yield _gauge("replicamanager_partitioncount", "Partitions with a replica on this "
                      "broker: Kafka's ReplicaManager PartitionCount.", partitions)
         yield _gauge("replicamanager_leadercount", "Partitions this broker leads: Kafka's "

@@ -28,7 +28,9 @@ from pathlib import Path
 import structlog
 import trio
 
+from broker.cluster import Cluster
 from broker.cluster.node import ClusterNode, ClusterStartError
+from broker.cluster.single import SingleBroker
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
@@ -305,8 +307,13 @@ async def _run_bound(
                 listener_security = BrokerSecurity(settings, credentials)
             except TlsFileError as exc:
                 raise StartupError(str(exc)) from exc
-            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
-                                security=security, listener_security=listener_security)
+            listener_ports: dict[str, int] = {}
+            seam: Cluster = cluster if cluster is not None else SingleBroker(
+                settings, identity.broker_id, topics, purgatory, groups,
+                listener_ports=listener_ports)
+            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=seam,
+                                security=security, listener_security=listener_security,
+                                listener_ports=listener_ports)
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(

@@ -1,22 +1,19 @@
 """The requests brokers send each other in cluster mode -- LeaderAndIsr, UpdateMetadata and
-StopReplica from the controller, ControlledShutdown to it -- and CreatePartitions.
+StopReplica from the controller, ControlledShutdown to it -- and the elections and
+reassignments an admin asks the controller for.
 
-A single broker (no ``zookeeper_connect``) is its own controller and takes none of the
-controller's requests: they are answered with STALE_CONTROLLER_EPOCH, which no controller can
-get past.
+Each goes to the cluster (``ctx.cluster``); a single broker (no ``zookeeper_connect``) is its
+own controller and takes none of the controller's requests: they are answered with
+STALE_CONTROLLER_EPOCH, which no controller can get past (``broker.cluster.single``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.cluster.node import ClusterNode
+from broker.cluster import Cluster
 from broker.context import BrokerContext
-from protocol.errors import (
-    ErrorCode,
-    InvalidRequestError,
-    StaleControllerEpochError,
-)
+from protocol.errors import ErrorCode
 from protocol.schema import for_version
 from protocol.wire import Request
 
@@ -27,12 +24,8 @@ def _check_cluster(ctx: BrokerContext, request: Request) -> None:
     ctx.security.require_cluster(request.api.key)
 
 
-def _node(ctx: BrokerContext, request: Request) -> ClusterNode:
+def _node(ctx: BrokerContext, request: Request) -> Cluster:
     _check_cluster(ctx, request)
-    if ctx.cluster is None:
-        raise StaleControllerEpochError(
-            f"broker {ctx.broker_id} runs without zookeeper_connect and takes no controller "
-            "requests")
     return ctx.cluster
 
 
@@ -49,23 +42,22 @@ async def stop_replica(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 
 async def controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    _check_cluster(ctx, request)
-    if ctx.cluster is None:
-        raise InvalidRequestError(
-            f"broker {ctx.broker_id} runs without zookeeper_connect: there is no controller")
-    answer = await ctx.cluster.controlled_shutdown(request.body["broker_id"])
+    decision = await _node(ctx, request).controlled_shutdown(request.body["broker_id"])
+    answer = {"error_code": 0, "error_message": None,
+              "remaining_partitions": [{"topic": t, "partition": p}
+                                       for t, p in decision.remaining],
+              "unmovable_partitions": [{"topic": t, "partition": p}
+                                       for t, p in decision.unmovable]}
     # v0 has no unmovable_partitions: a broker that asks v0 only sees them not remaining
     return dict(for_version(request.api.response, answer, request.header.api_version))
 
 
 async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    _check_cluster(ctx, request)
-    if ctx.cluster is None:  # a single broker leads everything: nothing to elect
-        return {"error_code": 0, "error_message": None, "elected": []}
+    cluster = _node(ctx, request)
     wanted = request.body["topic_partitions"]
     tps = None if wanted is None else [
         (t["topic"], p) for t in wanted for p in t["partitions"]]
-    elected = await ctx.cluster.preferred_election(tps)
+    elected = await cluster.preferred_election(tps)
     return {"error_code": 0, "error_message": None,
             "elected": [{"topic": t, "partition": p} for t, p in elected]}
 
@@ -75,16 +67,10 @@ async def offsets_for_leader_epoch(ctx: BrokerContext, request: Request) -> dict
 
 
 async def alter_partition_reassignments(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    _check_cluster(ctx, request)
+    cluster = _node(ctx, request)
     wanted = [((t["name"], p["partition"]), p["replicas"])
               for t in request.body["topics"] for p in t["partitions"]]
-    if ctx.cluster is None:
-        problems: dict[tuple[str, int], str | None] = {
-            tp: None if replicas == [ctx.broker_id] else
-            f"a single broker ({ctx.broker_id}) holds every replica"
-            for tp, replicas in wanted}
-    else:
-        problems = await ctx.cluster.reassign(wanted)
+    problems = await cluster.reassign(wanted)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), _ in wanted:
         problem = problems.get((topic, partition))

@@ -145,14 +145,13 @@ def _read_partition(
     ctx: BrokerContext, topic: str, partition: int, offset: int, max_bytes: int,
     replica_id: int = -1, log_start_offset: int = -1,
 ) -> dict[str, Any]:
-    if ctx.cluster is not None:
-        try:
-            ctx.cluster.check_leader(topic, partition)
-            if replica_id >= 0:  # a follower: it has everything from its log start to offset
-                ctx.cluster.follower_fetched(replica_id, topic, partition, offset,
-                                             log_start_offset)
-        except BrokerError as exc:
-            return _result(partition, exc.code)
+    try:
+        ctx.cluster.check_leader(topic, partition)
+        if replica_id >= 0:  # a follower: it has everything from its log start to offset
+            ctx.cluster.follower_fetched(replica_id, topic, partition, offset,
+                                         log_start_offset)
+    except BrokerError as exc:
+        return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from broker.client_connection import CLIENT_CONNECTION
-from broker.cluster.node import ClusterNode
 from broker.context import BrokerContext
 from broker.handlers.group_authorization import authorized
-from broker.handlers.metadata import broker_address, own_address
+from broker.handlers.metadata import broker_address
 from coordinator import OFFSETS_TOPIC
 from protocol.acls import ResourceType
 from protocol.apis import ApiKey
@@ -29,27 +28,16 @@ async def find_coordinator(ctx: BrokerContext, request: Request) -> dict[str, An
     if not ctx.security.allowed(ApiKey.FIND_COORDINATOR, ResourceType.GROUP, group_id):
         return _no_coordinator(ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                f"not authorized to describe group {group_id!r}")
-    if ctx.cluster is not None:
-        return await _cluster_coordinator(ctx, ctx.cluster, group_id)
-    if not ctx.groups.coordinates(group_id):
-        return _no_coordinator(
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"no broker leads the __consumer_offsets partition of group {group_id!r}",
-        )
-    return {
-        "error_code": ErrorCode.NONE, "error_message": None, **own_address(ctx),
-    }
+    return await _coordinator(ctx, group_id)
 
 
-async def _cluster_coordinator(
-    ctx: BrokerContext, cluster: ClusterNode, group_id: str
-) -> dict[str, Any]:
-    """Cluster mode: the live leader of the group's offsets partition, from the metadata cache.
-    The first FindCoordinator of a cluster creates ``__consumer_offsets`` (as Kafka does);
-    until it has leaders the answer is COORDINATOR_NOT_AVAILABLE, which clients retry."""
-    partitions = ctx.groups.partitions
+async def _coordinator(ctx: BrokerContext, group_id: str) -> dict[str, Any]:
+    """The live leader of the group's offsets partition. The first FindCoordinator of a
+    cluster creates ``__consumer_offsets`` (as Kafka does); until it has leaders the answer is
+    COORDINATOR_NOT_AVAILABLE, which clients retry."""
+    cluster = ctx.cluster
     try:
-        await cluster.ensure_offsets_topic(partitions)
+        await cluster.ensure_offsets_topic(ctx.groups.partitions)
     except BrokerError as exc:
         return _no_coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                f"{OFFSETS_TOPIC} cannot be created yet: {exc}")

@@ -33,13 +33,12 @@ def _topic(ctx: BrokerContext, t: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
-    if ctx.cluster is not None:
-        try:
-            ctx.cluster.check_leader(topic, partition)
-            if timestamp == LATEST_TIMESTAMP:
-                ctx.cluster.check_high_watermark_known(topic, partition)
-        except BrokerError as exc:
-            return _result(partition, exc.code)
+    try:
+        ctx.cluster.check_leader(topic, partition)
+        if timestamp == LATEST_TIMESTAMP:
+            ctx.cluster.check_high_watermark_known(topic, partition)
+    except BrokerError as exc:
+        return _result(partition, exc.code)
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

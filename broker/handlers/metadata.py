@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from broker.client_connection import CLIENT_CONNECTION
-from broker.cluster.metadata_cache import LiveBroker
-from broker.cluster.node import ClusterNode
+from broker.cluster.metadata_cache import LiveBroker, PartitionView
 from broker.context import BrokerContext
-from broker.topics import Topic, check_topic_name, is_internal
+from broker.topics import is_internal
 from protocol.acls import ResourceType
 from protocol.apis import REGISTRY, ApiKey
 from protocol.errors import BrokerError, ErrorCode
@@ -22,16 +22,8 @@ def client_listener() -> str:
     return "PLAINTEXT" if connection is None else connection.listener
 
 
-def own_address(ctx: BrokerContext) -> dict[str, Any]:
-    """Embedded mode: this broker on the client's listener."""
-    listener = client_listener()
-    host, port = ctx.settings.advertised_endpoint(
-        listener, ctx.listener_ports.get(listener, ctx.port))
-    return {"node_id": ctx.broker_id, "host": host, "port": port}
-
-
 def broker_address(broker: LiveBroker) -> dict[str, Any]:
-    """Cluster mode: a live broker on the client's listener."""
+    """A live broker on the client's listener."""
     host, port = broker.address_for(client_listener())
     return {"node_id": broker.node_id, "host": host, "port": port}
 
@@ -73,101 +65,56 @@ def _refused(ctx: BrokerContext, name: str, exists: bool, requested: bool) -> bo
 
 async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     """Topics named in the request (all of them for null), auto-created when both the request
-    and the broker allow it. With an authorizer, only topics the principal may Describe."""
+    and the broker allow it. With an authorizer, only topics the principal may Describe.
+    Everything comes from the cluster's metadata view (in cluster mode the cache the controller
+    keeps current; a topic being auto-created there is answered LEADER_NOT_AVAILABLE, as Kafka
+    does, so the client asks again)."""
     names: list[str] | None = request.body["topics"]
     requested = request.body["allow_auto_topic_creation"]
-    if ctx.cluster is not None:
-        return await _cluster_metadata(ctx, ctx.cluster, names, requested)
-    if names is None:
-        described = [_topic_metadata(ctx, topic) for topic in ctx.topics.all()
-                     if _describable(ctx, topic.name)]
-    else:
-        described = []
-        for name in dict.fromkeys(names):  # each once, in the order asked
-            if _refused(ctx, name, ctx.topics.get(name) is not None, requested):
-                described.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            try:
-                topic = ctx.topics.get_or_auto_create(name, requested=requested)
-            except BrokerError as exc:
-                described.append(_topic_error(name, exc.code))
-                continue
-            described.append(_topic_metadata(ctx, topic))
-    me = ctx.broker_id
-    return {
-        "brokers": [own_address(ctx)],
-        "cluster_id": ctx.identity.cluster_id,
-        "controller_id": me,
-        "topics": described,
-    }
-
-
-async def _cluster_metadata(
-    ctx: BrokerContext, cluster: ClusterNode, names: list[str] | None, requested: bool
-) -> dict[str, Any]:
-    """Cluster mode: everything from the metadata cache the controller keeps current. A
-    missing topic that may be auto-created is asked for and answered LEADER_NOT_AVAILABLE (as
-    Kafka does), so the client asks again."""
-    cache = cluster.cache
+    cluster = ctx.cluster
+    brokers = cluster.brokers()
     described = []
-    for name in sorted(cache.partitions) if names is None else dict.fromkeys(names):
-        parts = cache.partitions.get(name)
+    for name in cluster.topic_names() if names is None else dict.fromkeys(names):
+        parts = cluster.partitions(name)
         if names is None and not _describable(ctx, name):
             continue
         if names is not None and _refused(ctx, name, parts is not None, requested):
             described.append(_topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         if parts is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             try:
-                check_topic_name(name)
-                if requested and ctx.settings.auto_create_topics_enable and not is_internal(
-                        name) and cache.brokers:
-                    await cluster.auto_create(name)
-                    code = ErrorCode.LEADER_NOT_AVAILABLE
+                parts = await cluster.auto_create(name, requested=requested)
             except BrokerError as exc:
-                code = exc.code
-            described.append(_topic_error(name, code))
-            continue
-        described.append({
-            "error_code": ErrorCode.NONE,
-            "name": name,
-            "is_internal": is_internal(name),
-            "partitions": [
-                {
-                    "error_code": ErrorCode.NONE if v.leader >= 0 and v.leader in cache.brokers
-                    else ErrorCode.LEADER_NOT_AVAILABLE,
-                    "partition": p,
-                    "leader": v.leader,
-                    "replicas": list(v.replicas),
-                    "isr": list(v.isr),
-                }
-                for p, v in sorted(parts.items())
-            ],
-        })
+                described.append(_topic_error(name, exc.code))
+                continue
+            if parts is None:
+                described.append(_topic_error(name, ErrorCode.LEADER_NOT_AVAILABLE))
+                continue
+        described.append(_topic_metadata(name, parts, brokers))
     return {
-        "brokers": [broker_address(b) for _, b in sorted(cache.brokers.items())],
+        "brokers": [broker_address(b) for _, b in sorted(brokers.items())],
         "cluster_id": ctx.identity.cluster_id,
-        "controller_id": cache.controller_id,
+        "controller_id": cluster.controller_id,
         "topics": described,
     }
 
 
-def _topic_metadata(ctx: BrokerContext, topic: Topic) -> dict[str, Any]:
-    me = ctx.broker_id
+def _topic_metadata(name: str, parts: Mapping[int, PartitionView],
+                    brokers: Mapping[int, LiveBroker]) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
-        "name": topic.name,
-        "is_internal": topic.is_internal,
+        "name": name,
+        "is_internal": is_internal(name),
         "partitions": [
             {
-                "error_code": ErrorCode.NONE,
+                "error_code": ErrorCode.NONE if v.leader >= 0 and v.leader in brokers
+                else ErrorCode.LEADER_NOT_AVAILABLE,
                 "partition": p,
-                "leader": me,
-                "replicas": [me],
-                "isr": [me],
+                "leader": v.leader,
+                "replicas": list(v.replicas),
+                "isr": list(v.isr),
             }
-            for p in range(topic.partitions)
+            for p, v in sorted(parts.items())
         ],
     }
 

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 import trio
 
-from broker.cluster.node import ClusterNode
+from broker.cluster import Cluster
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.security.quotas import PRODUCER_BYTE_RATE
@@ -34,7 +34,6 @@ from protocol.errors import (
     ErrorCode,
     InvalidRequiredAcksError,
     TopicAuthorizationFailedError,
-    UnknownTopicOrPartitionError,
 )
 from protocol.wire import Request
 
@@ -49,8 +48,8 @@ async def produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None
         {"name": entry["name"], "partitions": _append_topic(ctx, entry, acks)}
         for entry in request.body["topics"]
     ]
-    if ctx.cluster is not None and acks == -1:
-        await _await_replication(ctx, ctx.cluster, results, request.body["timeout_ms"])
+    if acks == -1:
+        await _await_replication(ctx.cluster, results, request.body["timeout_ms"])
     for entry in results:
         for result in entry["partitions"]:
             result.pop("last_offset", None)
@@ -66,10 +65,10 @@ async def produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None
 
 
 async def _await_replication(
-    ctx: BrokerContext, cluster: ClusterNode, results: list[dict[str, Any]], timeout_ms: int
+    cluster: Cluster, results: list[dict[str, Any]], timeout_ms: int
 ) -> None:
-    """acks=all in a cluster: each written partition answers once its ISR has the batch (seed
-    003: the request waits in the purgatory "untill all the followers are upto date")."""
+    """acks=all: each written partition answers once its ISR has the batch (seed 003: the
+    request waits in the purgatory "untill all the followers are upto date")."""
     deadline = trio.current_time() + max(0, timeout_ms) / 1000
     for entry in results:
         for i, result in enumerate(entry["partitions"]):
@@ -90,13 +89,8 @@ def _append_topic(ctx: BrokerContext, entry: dict[str, Any], acks: int) -> list[
         if not ctx.security.allowed(ApiKey.PRODUCE, ResourceType.TOPIC, name):
             raise TopicAuthorizationFailedError(f"not authorized to write to topic {name!r}")
         refuse_internal(name, "append to")
-        if ctx.cluster is None:
-            if ctx.topics.get(name) is None and not ctx.security.may_create_topic(
-                    ApiKey.PRODUCE, name):
-                raise UnknownTopicOrPartitionError(
-                    f"topic {name!r} does not exist (and creating it needs Create on the "
-                    "cluster or the topic)")
-            ctx.topics.get_or_auto_create(name)
+        ctx.cluster.prepare_produce(
+            name, lambda: ctx.security.may_create_topic(ApiKey.PRODUCE, name))
     except BrokerError as exc:
         return [_result(p["partition"], exc.code, str(exc)) for p in entry["partitions"]]
     return [_append(ctx, name, p["partition"], p["records"], acks) for p in entry["partitions"]]
@@ -105,13 +99,12 @@ def _append_topic(ctx: BrokerContext, entry: dict[str, Any], acks: int) -> list[
 def _append(
     ctx: BrokerContext, topic: str, partition: int, records: bytes, acks: int
 ) -> dict[str, Any]:
-    if ctx.cluster is not None:
-        try:
-            ctx.cluster.check_leader(topic, partition)
-            if acks == -1:
-                ctx.cluster.check_min_isr(topic, partition)
-        except BrokerError as exc:
-            return _result(partition, exc.code, str(exc))
+    try:
+        ctx.cluster.check_leader(topic, partition)
+        if acks == -1:
+            ctx.cluster.check_min_isr(topic, partition)
+    except BrokerError as exc:
+        return _result(partition, exc.code, str(exc))
     plog = ctx.topics.log(topic, partition)
     if plog is None:
         return _result(
@@ -132,8 +125,7 @@ def _append(
     ctx.purgatory.appended(topic, partition)
     if ctx.metrics is not None:
         ctx.metrics.produced(topic, len(records), appended.last_offset - appended.first_offset + 1)
-    if ctx.cluster is not None:
-        ctx.cluster.appended(topic, partition)
+    ctx.cluster.appended(topic, partition)
     return {
         "partition": partition,
         "error_code": ErrorCode.NONE,

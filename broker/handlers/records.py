@@ -56,7 +56,6 @@ async def _replicated(ctx: BrokerContext, topic: str, partition: int, offset: in
                       deadline: float) -> dict[str, Any]:
     """The answer for a partition whose leader moved its log start to ``offset``, once its
     live replicas have too; REQUEST_TIMED_OUT at ``deadline``."""
-    assert ctx.cluster is not None
     try:
         low = await ctx.cluster.await_low_watermark(topic, partition, offset, deadline)
     except BrokerError as exc:
@@ -69,16 +68,15 @@ async def _replicated(ctx: BrokerContext, topic: str, partition: int, offset: in
 
 def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int
             ) -> tuple[dict[str, Any], int | None]:
-    """Move the log start on this broker: the answer, and in a cluster the offset the
-    replicas must reach before it is given (None: the answer is final)."""
+    """Move the log start on this broker: the answer, and the offset the replicas must reach
+    before it is given (None: the answer is final, a refusal)."""
     try:
         if not ctx.security.allowed(ApiKey.DELETE_RECORDS, ResourceType.TOPIC, topic):
             raise TopicAuthorizationFailedError(
                 f"not authorized to delete records of topic {topic!r}")
         refuse_internal(topic, "delete records of")
-        if ctx.cluster is not None:
-            ctx.cluster.check_leader(topic, partition)
-            ctx.cluster.check_high_watermark_known(topic, partition)
+        ctx.cluster.check_leader(topic, partition)
+        ctx.cluster.check_high_watermark_known(topic, partition)
         plog = ctx.topics.log(topic, partition)
         if plog is None:
             return _deleted(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -98,7 +96,7 @@ def _delete(ctx: BrokerContext, topic: str, partition: int, offset: int
         answer = {"partition": partition, "error_code": ErrorCode.NONE, "error_message": None,
                   "low_watermark": plog.log_start_offset}
         # Kafka waits for the requested offset even when the log start was there already
-        return answer, (offset if ctx.cluster is not None else None)
+        return answer, offset
     except BrokerError as exc:
         return _deleted(partition, exc.code, str(exc)), None
     except Exception as exc:  # a log deleted meanwhile, a failed write

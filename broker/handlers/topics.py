@@ -1,7 +1,7 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs:
-each topic in a request succeeds or fails on its own. In cluster mode the topic changes go
-through ZooKeeper and the controller (``ctx.cluster``); a single broker makes them itself
-(``ctx.topics``).
+each topic in a request succeeds or fails on its own. The changes are the cluster's
+(``ctx.cluster``): in cluster mode they go through ZooKeeper and the controller; a single broker
+makes them in its own data directory.
 
 Internal topics cannot be deleted by clients (INVALID_TOPIC): deleting ``__consumer_offsets``
 would lose every group and its committed offsets at the next start. Nor can their configs be
@@ -27,7 +27,6 @@ from protocol.errors import (
     BrokerError,
     ErrorCode,
     InvalidConfigError,
-    InvalidReplicaAssignmentError,
     InvalidRequestError,
     TopicAuthorizationFailedError,
     error_class,
@@ -58,18 +57,10 @@ async def create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             assignment = _explicit_assignment(entry)
             if assignment is not None:
                 partitions, rf = len(assignment), len(assignment[0])
-            if ctx.cluster is not None:
-                await ctx.cluster.create_topic(
-                    name, partitions, rf, entry["configs"],
-                    validate_only=request.body["validate_only"],
-                    timeout_ms=request.body["timeout_ms"], assignment=assignment)
-            else:
-                if assignment is not None:
-                    check_single_broker_assignment(list(assignment.values()), ctx.broker_id)
-                ctx.topics.create(
-                    name, partitions, rf, entry["configs"],
-                    validate_only=request.body["validate_only"],
-                )
+            await ctx.cluster.create_topic(
+                name, partitions, rf, entry["configs"],
+                validate_only=request.body["validate_only"],
+                timeout_ms=request.body["timeout_ms"], assignment=assignment)
         except BrokerError as exc:
             results.append(_result(name, exc.code, str(exc)))
             continue
@@ -101,16 +92,10 @@ async def delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         try:
             _authorize(ctx, ApiKey.DELETE_TOPICS, name, "delete")
             refuse_internal(name, "delete")
-            if ctx.cluster is not None:
-                await ctx.cluster.delete_topic(name, timeout_ms=request.body["timeout_ms"])
-                results.append(_result(name, ErrorCode.NONE, None))
-                continue
-            topic = ctx.topics.delete(name)
+            await ctx.cluster.delete_topic(name, timeout_ms=request.body["timeout_ms"])
         except BrokerError as exc:
             results.append(_result(name, exc.code, str(exc)))
             continue
-        for partition in range(topic.partitions):  # parked fetches answer: it is gone
-            ctx.purgatory.appended(name, partition)
         results.append(_result(name, ErrorCode.NONE, None))
     return {"topics": results}
 
@@ -122,16 +107,10 @@ async def create_partitions(ctx: BrokerContext, request: Request) -> dict[str, A
         try:
             _authorize(ctx, ApiKey.CREATE_PARTITIONS, name, "add partitions to")
             refuse_internal(name, "add partitions to")
-            if ctx.cluster is not None:
-                await ctx.cluster.create_partitions(
-                    name, entry["count"], entry["assignments"],
-                    validate_only=request.body["validate_only"],
-                    timeout_ms=request.body["timeout_ms"])
-            else:
-                if entry["assignments"] is not None:
-                    check_single_broker_assignment(entry["assignments"], ctx.broker_id)
-                ctx.topics.add_partitions(
-                    name, entry["count"], validate_only=request.body["validate_only"])
+            await ctx.cluster.create_partitions(
+                name, entry["count"], entry["assignments"],
+                validate_only=request.body["validate_only"],
+                timeout_ms=request.body["timeout_ms"])
         except BrokerError as exc:
             results.append(_result(name, exc.code, str(exc)))
             continue
@@ -163,7 +142,7 @@ async def describe_configs(ctx: BrokerContext, request: Request) -> dict[str, An
                           error_message=f"not authorized to describe the configs of topic "
                           f"{name!r} (needs DescribeConfigs on the topic)")
             continue
-        topic = (ctx.cluster.cache if ctx.cluster is not None else ctx.topics).get(name)
+        topic = ctx.cluster.topic(name)
         if topic is None:
             result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                           error_message=f"topic {name!r} does not exist")
@@ -188,13 +167,9 @@ async def incremental_alter_configs(ctx: BrokerContext, request: Request) -> dic
             _authorize(ctx, ApiKey.INCREMENTAL_ALTER_CONFIGS, name, "alter the configs of")
             refuse_internal(name, "alter configs of")
             set_, delete = _config_operations(name, entry["configs"])
-            if ctx.cluster is not None:
-                await ctx.cluster.alter_topic_configs(
-                    name, set_, delete, validate_only=request.body["validate_only"],
-                    timeout_ms=request.body["timeout_ms"])
-            else:
-                ctx.topics.alter_configs(name, set_, delete,
-                                         validate_only=request.body["validate_only"])
+            await ctx.cluster.alter_topic_configs(
+                name, set_, delete, validate_only=request.body["validate_only"],
+                timeout_ms=request.body["timeout_ms"])
         except BrokerError as exc:
             results.append(_config_result(entry, exc.code, str(exc)))
             continue
@@ -226,14 +201,6 @@ def _config_result(entry: dict[str, Any], code: ErrorCode, message: str | None
                    ) -> dict[str, Any]:
     return {"error_code": code, "error_message": message,
             "resource_type": entry["resource_type"], "resource_name": entry["resource_name"]}
-
-
-def check_single_broker_assignment(assignments: list[list[int]], broker_id: int) -> None:
-    for replicas in assignments:
-        if replicas != [broker_id]:
-            raise InvalidReplicaAssignmentError(
-                f"replica list {replicas} names brokers other than this single broker "
-                f"({broker_id})")
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import trio
 import trio.testing
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker.cluster.single import SingleBroker
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
 from broker.identity import load_or_create
@@ -37,10 +38,13 @@ class Broker:
         self.topics = Topics(settings)
         purgatory = FetchPurgatory()
         groups = GroupDriver(settings.coordinator_config(), self.topics, purgatory)
+        identity = load_or_create(settings.data_path, None)
         ctx = BrokerContext(
-            settings, load_or_create(settings.data_path, None), self.topics, purgatory, groups,
+            settings, identity, self.topics, purgatory, groups,
             security=SecurityPolicy(FileSecurityStore(settings.data_path),
-                                    authorizer_enabled=False))
+                                    authorizer_enabled=False),
+            cluster=SingleBroker(settings, identity.broker_id, self.topics, purgatory, groups,
+                                 listener_ports={}))
         self.metrics = BrokerMetrics(ctx, connection_count=lambda: 0)
         self.metrics.attach()
 
