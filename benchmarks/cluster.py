@@ -1,6 +1,6 @@
 """Availability across broker failures in a cluster: ``python -m benchmarks.cluster [--quick]``.
 
-Starts a standalone ZooKeeper (``client.local_cluster.ZooKeeperServer``) and three brokers with
+Starts a standalone ZooKeeper (``tooling.local.cluster.ZooKeeperServer``) and three brokers with
 ``zookeeper_session_timeout_ms`` = 6000 (``--session-timeout-ms``; automatic leader rebalance
 off, every other setting at its default), then prints one JSON line per scenario:
 
@@ -66,12 +66,12 @@ from benchmarks.processes import peak_rss_mb
 from benchmarks.servers import REPO_ROOT
 from client.admin import Admin
 from client.future import Future
-from client.local_cluster import LocalClusterError, ZooKeeperServer, ZooKeeperUnavailableError
 from client.metadata import ClusterMetadata
 from client.network import NetworkClient, parse_bootstrap
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.messageset import encode_message_set
+from tooling.local.cluster import LocalClusterError, ZooKeeperServer, ZooKeeperUnavailableError
 
 BROKERS = 3
 REPLICATION_FACTOR = 3

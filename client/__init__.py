@@ -1,6 +1,7 @@
-"""Thin, synchronous, single-threaded clients: Consumer, Producer, Admin and the ``odradek`` CLI.
+"""Thin, synchronous, single-threaded clients: Consumer, Producer and Admin.
 
-Imports ``protocol`` only -- never ``broker`` or ``coordinator`` -- so it is exactly what a user
+Imports ``protocol`` only -- never ``broker``, ``coordinator`` or ``tooling`` (the ``odradek``
+command and the console are built on this library, in tooling/) -- so it is exactly what a user
 of another machine runs.
 """
 

@@ -425,7 +425,7 @@ class Admin:
     def cluster_metadata(self) -> ClusterMetadata:
         """A fresh snapshot of everything a Metadata response says: live brokers, the
         controller, and every topic (internal ones too) with each partition's leader, replicas
-        and ISR -- what ``odradek cluster status`` counts from (client.cluster_health)."""
+        and ISR -- what ``odradek cluster status`` counts from (tooling.cluster_health)."""
         return self._refresh()
 
     def api_versions(self) -> list[ApiVersionRange]:

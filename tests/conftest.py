@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from client.local_cluster import ZooKeeperServer, ZooKeeperUnavailableError
 from tests.broker_process import BrokerProcess
+from tooling.local.cluster import ZooKeeperServer, ZooKeeperUnavailableError
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -13,13 +13,14 @@ import pytest
 from broker.log import LogConfig
 from broker.settings import BrokerSettings
 from broker.topics import SOURCE_BROKER, SOURCE_DEFAULT, SOURCE_TOPIC, Topics, describe_configs
-from client import Admin, Producer, cli
+from client import Admin, Producer
 from protocol.errors import (
     InvalidConfigError,
     InvalidTopicError,
     MessageTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from tooling.cli import main as cli
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from client import cli
 from tests.client.fake_broker import FakeBroker
+from tooling.cli import main as cli
 
 COMMANDS = [
     [],

@@ -208,7 +208,7 @@ def test_a_consumer_at_the_end_sees_only_new_messages(broker) -> None:
 
 def odradek(broker, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args, "--bootstrap", broker.bootstrap],
+        [sys.executable, "-m", "tooling.cli", *args, "--bootstrap", broker.bootstrap],
         input=stdin.decode(),
         capture_output=True,
         text=True,
@@ -307,7 +307,7 @@ def test_cli_refuses_to_delete_or_produce_to_the_offsets_topic(broker) -> None:
 
 def test_odradek_broker_start_runs_the_broker_in_the_same_process(tmp_path) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "client.cli", "broker", "start", "--host", "127.0.0.1",
+        [sys.executable, "-m", "tooling.cli", "broker", "start", "--host", "127.0.0.1",
          "--port", "0", "--data-dir", str(tmp_path / "data")],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

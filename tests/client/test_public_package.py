@@ -70,7 +70,7 @@ def test_create_topic_exist_ok(broker) -> None:
 
 def odradek_cli(broker, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args, "--bootstrap", broker.bootstrap],
+        [sys.executable, "-m", "tooling.cli", *args, "--bootstrap", broker.bootstrap],
         input=stdin, capture_output=True, text=True, timeout=60, cwd=ROOT,
     )
 

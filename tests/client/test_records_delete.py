@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 def odradek(broker, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args, "--bootstrap", broker.bootstrap],
+        [sys.executable, "-m", "tooling.cli", *args, "--bootstrap", broker.bootstrap],
         capture_output=True, text=True, timeout=60,
     )
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from client import cli
 from client.admin import Admin
 from client.network import NetworkClient
 from client.producer import Producer
@@ -25,6 +24,7 @@ from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from tests.broker_process import BrokerProcess
 from tests.cluster.conftest import Cluster, paused, read_partitions, until
+from tooling.cli import main as cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from client import cli
 from client.consumer import Consumer
 from client.group_admin import GroupAdmin
 from protocol.partitions import offsets_partition_for
 from tests.cluster.conftest import Cluster, until
+from tooling.cli import main as cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 

@@ -1,5 +1,5 @@
 """The client/tooling side of a local cluster: ``ZooKeeperServer``, the session's ``zookeeper``
-and ``zk_connect`` fixtures, the status counts (client.cluster_health), ``LocalCluster``'s
+and ``zk_connect`` fixtures, the status counts (tooling.cluster_health), ``LocalCluster``'s
 refusal to touch processes it did not start, and ``odradek cluster up / status / down`` end
 to end (that last one waits for the broker's cluster mode: it skips, saying so, until
 ``broker start`` accepts ``--zookeeper-connect``)."""
@@ -21,10 +21,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from client import cli
-from client.cli_cluster import health_json
-from client.cluster_health import cluster_health
-from client.local_cluster import (
+from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
+from protocol.errors import ErrorCode
+from tests.broker_process import REPO_ROOT, BrokerProcess
+from tooling.cli import main as cli
+from tooling.cli.cluster import health_json
+from tooling.cluster_health import cluster_health
+from tooling.local.cluster import (
     ClusterRecord,
     LocalCluster,
     LocalClusterError,
@@ -36,9 +39,6 @@ from client.local_cluster import (
     process_cmdline,
     with_chroot,
 )
-from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
-from protocol.errors import ErrorCode
-from tests.broker_process import REPO_ROOT, BrokerProcess
 
 # kazoo warns when a chroot does not exist yet; here that is the point (brokers create it).
 NO_CHROOT_WARNING = pytest.mark.filterwarnings("ignore:No chroot path exists:UserWarning")
@@ -389,7 +389,7 @@ def test_a_failed_up_stops_what_it_started(tmp_path: Path) -> None:
 def _odradek(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ODRADEK_")}
     return subprocess.run(
-        [sys.executable, "-m", "client.cli", *args],
+        [sys.executable, "-m", "tooling.cli", *args],
         capture_output=True, text=True, timeout=90, cwd=REPO_ROOT, env=env,
     )
 

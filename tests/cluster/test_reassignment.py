@@ -90,7 +90,7 @@ def test_a_partition_moves_to_three_new_brokers_under_load_with_no_loss(
 def test_the_cli_moves_a_partition_and_reports_progress(
     make_cluster: Callable[..., Cluster],
 ) -> None:
-    from client import cli
+    from tooling.cli import main as cli
 
     cluster = make_cluster(3)
     cluster.create_topic("cli-moving", partitions=1, replication_factor=1)

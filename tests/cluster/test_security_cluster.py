@@ -46,7 +46,7 @@ def sasl_ssl_cluster(make_cluster: Callable[..., Cluster], zk_connect: str, tmp_
     password_file.write_text(PASSWORD)
     for user in users:
         added = subprocess.run(
-            [sys.executable, "-m", "client.cli", "users", "add", user, "--mechanism",
+            [sys.executable, "-m", "tooling.cli", "users", "add", user, "--mechanism",
              "SCRAM-SHA-512", "--password-file", str(password_file), "--zookeeper", zk_connect],
             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
         assert added.returncode == 0, added.stderr

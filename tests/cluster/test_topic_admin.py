@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 import pytest
 
-from client import cli
 from client.admin import Admin
 from protocol.errors import (
     BrokerNotAvailableError,
@@ -17,6 +16,7 @@ from protocol.errors import (
 )
 from tests.broker_process import BrokerProcess
 from tests.cluster.conftest import Cluster, until
+from tooling.cli import main as cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 

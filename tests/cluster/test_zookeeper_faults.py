@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from client.local_cluster import ZooKeeperServer, ZooKeeperUnavailableError
 from client.network import NetworkClient
 from protocol.apis import ApiKey
 from tests.cluster.conftest import Cluster, free_port, until
+from tooling.local.cluster import ZooKeeperServer, ZooKeeperUnavailableError
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 

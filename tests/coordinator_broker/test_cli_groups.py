@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from client.cli import main
 from client.future import Future
 from client.group_admin import GroupAdmin
 from protocol.apis import ApiKey
@@ -21,6 +20,7 @@ from protocol.errors import UnsupportedVersionError
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.coordinator_broker.members import Member, wait_for
+from tooling.cli.main import main
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,7 @@ STOP_TIMEOUT = 20.0
 
 
 class CliProcess:
-    """``python -m client.cli ARGV`` with its stdout and stderr lines collected by threads."""
+    """``python -m tooling.cli ARGV`` with its stdout and stderr lines collected by threads."""
 
     def __init__(
         self, *argv: str, stdin: int = subprocess.DEVNULL, tmp_dir: Path | None = None
@@ -44,7 +44,7 @@ class CliProcess:
             env["TMPDIR"] = str(tmp_dir)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "client.cli", *argv], stdin=stdin, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "tooling.cli", *argv], stdin=stdin, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
         )
         self.out: list[str] = []

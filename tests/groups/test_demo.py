@@ -19,7 +19,7 @@ def test_the_demo_narrates_a_rebalance_and_cleans_up(tmp_path) -> None:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TMPDIR"] = str(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "client.cli", "demo", "--phase-seconds", "0.5"],
+        [sys.executable, "-m", "tooling.cli", "demo", "--phase-seconds", "0.5"],
         capture_output=True, text=True, timeout=100, env=env, cwd=REPO_ROOT,
     )
     out = done.stdout
@@ -46,7 +46,7 @@ def test_the_cluster_demo_kills_the_coordinator_and_the_group_moves(tmp_path) ->
     """``demo --cluster`` starts its own ZooKeeper and three brokers, kills -9 the broker
     coordinating the group midway and narrates the group moving to the new leader of its
     ``__consumer_offsets`` partition; then tears everything down."""
-    from client.local_cluster import ZOOKEEPER_JAR, process_cmdline
+    from tooling.local.cluster import ZOOKEEPER_JAR, process_cmdline
 
     if not ZOOKEEPER_JAR.is_file():
         pytest.fail("cluster tests need ZooKeeper: apt-get install zookeeper", pytrace=False)
@@ -54,7 +54,7 @@ def test_the_cluster_demo_kills_the_coordinator_and_the_group_moves(tmp_path) ->
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TMPDIR"] = str(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "client.cli", "demo", "--cluster", "--phase-seconds", "0.5",
+        [sys.executable, "-m", "tooling.cli", "demo", "--cluster", "--phase-seconds", "0.5",
          "--zookeeper-session-timeout-ms", "4000"],
         capture_output=True, text=True, timeout=110, env=env, cwd=REPO_ROOT,
     )
@@ -107,7 +107,7 @@ def test_sigterm_stops_the_cluster_demo_and_everything_it_started(tmp_path) -> N
     ZooKeeper are stopped by PID, the temporary directory removed; exit status 143."""
     import signal
 
-    from client.local_cluster import ZOOKEEPER_JAR, process_cmdline
+    from tooling.local.cluster import ZOOKEEPER_JAR, process_cmdline
 
     if not ZOOKEEPER_JAR.is_file():
         pytest.fail("cluster tests need ZooKeeper: apt-get install zookeeper", pytrace=False)
@@ -115,7 +115,7 @@ def test_sigterm_stops_the_cluster_demo_and_everything_it_started(tmp_path) -> N
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TMPDIR"] = str(tmp_path)
     demo = subprocess.Popen(
-        [sys.executable, "-m", "client.cli", "demo", "--cluster", "--phase-seconds", "0.5",
+        [sys.executable, "-m", "tooling.cli", "demo", "--cluster", "--phase-seconds", "0.5",
          "--zookeeper-session-timeout-ms", "4000"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO_ROOT,
     )

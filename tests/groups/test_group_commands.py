@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from client import Consumer, ConsumerRecord, Producer, TopicPartition, cli
+from client import Consumer, ConsumerRecord, Producer, TopicPartition
 from protocol.errors import UnknownMemberIdError
 from tests.groups.support import GROUP_BROKER_SETTINGS, create_topic
+from tooling.cli import main as cli
 
 pytestmark = pytest.mark.integration
 

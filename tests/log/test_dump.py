@@ -215,7 +215,7 @@ def test_deep_on_kafkas_compressed_sets(tmp_path: Path, capsys: pytest.CaptureFi
     ]
     assert all(m["valid"] for e in entries for m in e["inner"])
     assert records[-1]["messages"] == 15 and records[-1]["damage"] is None
-    done = run_module("client.cli", "log", "dump", "--deep", str(path))  # `odradek log dump`
+    done = run_module("tooling.cli", "log", "dump", "--deep", str(path))  # `odradek log dump`
     assert done.returncode == 0, done.stderr
     inner = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("  | ")]
     assert inner == [str(o) for o in range(97, 112)]

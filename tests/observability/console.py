@@ -18,7 +18,7 @@ class ConsoleProcess:
         """``args``: more options (``--command-config FILE``)."""
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "client.cli", "console", "--bootstrap", bootstrap,
+            [sys.executable, "-m", "tooling.cli", "console", "--bootstrap", bootstrap,
              "--listen", "127.0.0.1:0", *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=env)

@@ -21,7 +21,7 @@ _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
 class TerminalCommand:
-    """``python -m client.cli ARGS`` with a pty of ``columns`` x ``rows`` as its terminal."""
+    """``python -m tooling.cli ARGS`` with a pty of ``columns`` x ``rows`` as its terminal."""
 
     def __init__(self, args: Sequence[str], *, columns: int = 200, rows: int = 60) -> None:
         master, slave = pty.openpty()
@@ -29,7 +29,7 @@ class TerminalCommand:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color",
                "COLUMNS": str(columns), "LINES": str(rows)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "client.cli", *args],
+            [sys.executable, "-m", "tooling.cli", *args],
             stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
         os.close(slave)
         self._master = master

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from client.cli import build_parser, main
+from tooling.cli.main import build_parser, main
 
 
 def test_the_console_timeout_does_not_leak_into_other_commands() -> None:

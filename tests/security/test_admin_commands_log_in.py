@@ -16,7 +16,7 @@ from tests.security.support import PASSWORD, add_user
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "client.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tooling.cli", *args], capture_output=True,
                           text=True, timeout=60, cwd=REPO_ROOT)
 
 

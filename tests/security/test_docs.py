@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from client.cli import build_parser
 from protocol.acl_docs import CLI_APIS, api_acl_table, cli_acl_table
+from tooling.cli.main import build_parser
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 

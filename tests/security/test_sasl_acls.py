@@ -73,7 +73,7 @@ class Secured:
     def odradek(self, user: str, *args: str) -> subprocess.CompletedProcess[str]:
         """``odradek ARGS`` on the SASL_SSL listener, logged in as ``user``."""
         done = subprocess.run(
-            [sys.executable, "-m", "client.cli", *args, "--bootstrap", self.sasl_bootstrap,
+            [sys.executable, "-m", "tooling.cli", *args, "--bootstrap", self.sasl_bootstrap,
              "--command-config", str(self.properties(user))],
             capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
         assert PASSWORD not in done.stdout + done.stderr

@@ -4,6 +4,7 @@ listener: the password is never on the command line, in the output or in --help.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,7 +24,7 @@ TWO_LISTENERS = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
 
 
 def odradek(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "client.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "tooling.cli", *args], input=stdin,
                           capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
 
 
@@ -78,6 +79,66 @@ def test_the_first_user_is_added_offline_to_a_stopped_brokers_data_directory(
     broker = make_broker(settings={"listeners": "SASL_PLAINTEXT://127.0.0.1:0"})
     assert broker.data_dir == data_dir
     assert login(broker.bootstrap)
+
+
+def test_offline_list_and_delete_read_and_write_the_data_directorys_store(
+        tmp_path: Path, password_file: Path):
+    data_dir = tmp_path / "broker-0"
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        added = odradek("users", "add", "alice", "--mechanism", mechanism, "--password-file",
+                        str(password_file), "--data-dir", str(data_dir))
+        assert added.returncode == 0, added.stderr
+    listed = odradek("users", "list", "--json", "--data-dir", str(data_dir))
+    assert json.loads(listed.stdout) == [
+        {"user": "alice", "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"]}]
+    deleted = odradek("users", "delete", "alice", "--mechanism", "SCRAM-SHA-256",
+                      "--data-dir", str(data_dir))
+    assert deleted.returncode == 0, deleted.stderr
+    assert json.loads(odradek("users", "list", "--json", "--data-dir", str(data_dir)).stdout) == [
+        {"user": "alice", "mechanisms": ["SCRAM-SHA-512"]}]
+    again = odradek("users", "delete", "alice", "--mechanism", "SCRAM-SHA-256",
+                    "--data-dir", str(data_dir))
+    assert again.returncode == 1
+    assert "user 'alice' has no such credential" in again.stderr
+    assert (data_dir / "scram-credentials.json").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.cluster
+def test_offline_users_in_zookeeper_print_only_what_was_asked(zk_connect: str,
+                                                              password_file: Path):
+    """The broker's store writes the znodes; its session's log lines stay out of the output."""
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        added = odradek("users", "add", "alice", "--mechanism", mechanism, "--password-file",
+                        str(password_file), "--zookeeper", zk_connect)
+        assert added.returncode == 0, added.stderr
+        assert added.stdout == ""
+    listed = odradek("users", "list", "--json", "--zookeeper", zk_connect)
+    assert json.loads(listed.stdout) == [
+        {"user": "alice", "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"]}]
+    deleted = odradek("users", "delete", "alice", "--zookeeper", zk_connect)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "SCRAM-SHA-256, SCRAM-SHA-512 deleted" in deleted.stderr
+    assert json.loads(odradek("users", "list", "--json", "--zookeeper",
+                              zk_connect).stdout) == []
+    missing = odradek("users", "delete", "bob", "--zookeeper", zk_connect)
+    assert missing.returncode == 1
+    assert "user 'bob' has no such credential" in missing.stderr
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound and closed again)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_zookeeper_is_one_line_naming_it(unused_port: int):
+    connect = f"127.0.0.1:{unused_port}"
+    refused = odradek("users", "list", "--zookeeper", connect, "--api-timeout-ms", "1000")
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    assert f"--zookeeper {connect}: no ZooKeeper server answered within" in refused.stderr
 
 
 def test_the_password_is_never_taken_from_the_command_line_nor_shown_in_help():

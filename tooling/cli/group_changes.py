@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from client.cli_args import group_admin_client, security_options
 from client.consumer import Consumer
 from client.offset_reset import (
     OffsetResetError,
@@ -30,9 +28,8 @@ from client.offset_reset import (
     plan_topics,
 )
 from protocol.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NonEmptyGroupError
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import group_admin_client, security_options
+from tooling.cli.output import Output
 
 EMPTY = "Empty"
 

@@ -13,7 +13,7 @@ do not answer, the API says 503 and the page shows "disconnected" until they do 
                          and the timeline of its state changes
     /api/...             the same as JSON
 
-There is no login: ``odradek console`` (client/cli_console.py) listens on 127.0.0.1 unless
+There is no login: ``odradek console`` (tooling/cli/console.py) listens on 127.0.0.1 unless
 told otherwise.
 """
 
@@ -32,10 +32,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from client.console_data import ConsoleData, ConsoleUnavailable, NotFound
 from protocol.errors import BrokerError
+from tooling.console.data import ConsoleData, ConsoleUnavailable, NotFound
 
-STATIC = Path(__file__).with_name("console_static")
+STATIC = Path(__file__).with_name("static")
 
 _PAGE = """<!doctype html>
 <html lang="en">

@@ -1,15 +1,15 @@
 """``odradek cluster up / down / status``: a cluster on this machine, and the health of any.
 
-``up`` and ``down`` drive client.local_cluster (processes only; the brokers outlive the
+``up`` and ``down`` drive tooling.local.cluster (processes only; the brokers outlive the
 command, recorded in DIR/cluster.json). ``status`` asks brokers for metadata like every other
-client command and counts what Kafka operators watch (client.cluster_health): offline
+client command and counts what Kafka operators watch (tooling.cluster_health): offline
 partitions, under-replicated partitions and preferred-leader imbalance. It also shows the group
 coordinator's load, broker by broker: the ``__consumer_offsets`` partitions each leads and the
 groups it coordinates with their members (ListGroups and DescribeGroups sent to each broker) --
 a group's coordinator follows from its name (crc32 of the id), so a few busy groups can land on
 one broker.
 
-``add_cluster_parser`` adds them to the ``odradek`` parser (client/cli.py); the handlers print
+``add_cluster_parser`` adds them to the ``odradek`` parser (tooling/cli/main.py); the handlers print
 through its ``Output``: rich tables, or JSON with ``--json``.
 """
 
@@ -18,17 +18,20 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from client.admin import Admin
-from client.cli_args import add_command_config, positive_int, security_options
-from client.cluster_health import ClusterHealth, PartitionHealth, cluster_health
 from client.group_admin import CoordinatorLoad, GroupAdmin
-from client.local_cluster import ClusterRecord, LocalCluster, LocalClusterError
 from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import (
+    DEFAULT_BOOTSTRAP,
+    add_command_config,
+    positive_int,
+    security_options,
+)
+from tooling.cli.output import Output
+from tooling.cluster_health import ClusterHealth, PartitionHealth, cluster_health
+from tooling.local.cluster import ClusterRecord, LocalCluster, LocalClusterError
 
 DEFAULT_DIR = "./odradek-cluster"
 
@@ -313,8 +316,6 @@ def _status_bootstrap(args: argparse.Namespace) -> str:
     local = LocalCluster(Path(DEFAULT_DIR)).read()  # `cluster up` with its default dir
     if local is not None and local.bootstrap:
         return local.bootstrap
-    from client.cli import DEFAULT_BOOTSTRAP  # client.cli imports this module
-
     return os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP)
 
 

@@ -4,21 +4,18 @@ produce and fetch byte-rate quotas of users, client ids, or a user's client id.
 ``quotas set --user alice --producer-byte-rate 1048576`` sets alice's quota; ``--client-id``
 alone sets a client id's, both together the quota of that user's client; ``--user-default``
 and ``--client-id-default`` name the default entity. ``add_quotas_parser`` adds the commands
-to the ``odradek`` parser (client/cli.py), sharing its client options and ``--json``.
+to the ``odradek`` parser (tooling/cli/main.py), sharing its client options and ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from client.admin import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
-from client.cli_args import admin_client, positive_int
 from protocol.errors import InvalidRequestError
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import admin_client, positive_int
+from tooling.cli.output import Output
 
 QUOTA_COLUMNS = ("USER", "CLIENT-ID", "PRODUCER-BYTE-RATE", "CONSUMER-BYTE-RATE")
 _KEYS = {"producer": PRODUCER_BYTE_RATE, "consumer": CONSUMER_BYTE_RATE}

@@ -5,7 +5,7 @@ Python turns SIGINT into ``KeyboardInterrupt`` but lets SIGTERM kill the process
 no final commit, no LeaveGroup (the group keeps a dead member until its session expires), no
 summary, child processes left running. So:
 
-- ``signals_interrupt()`` (around every command, client/cli.py ``main``): either signal raises
+- ``signals_interrupt()`` (around every command, tooling/cli/main.py ``main``): either signal raises
   ``Interrupted``, a ``KeyboardInterrupt`` -- so ``with`` blocks close what they opened, as for
   Ctrl-C, and the exit status is 128 + the signal's number (130, 143);
 - ``StopRequest`` (around the loops of ``consume`` and ``produce``): the first signal only

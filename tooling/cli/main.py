@@ -1,13 +1,13 @@
 """The ``odradek`` command line: topics, produce and consume from the shell, and the broker.
 
 ``odradek broker ...`` and ``odradek log ...`` replace this process with ``python -m broker``
-and ``python -m broker.log.dump`` (same PID, so whoever started it can stop it), because the
-client package never imports the broker. Every other command talks to brokers over the wire.
+and ``python -m broker.log.dump`` (same PID, so whoever started it can stop it), so the other
+commands never load the broker's code. Every other command talks to brokers over the wire.
 
 Expected failures (a broker that cannot be reached, a topic that does not exist, a bad setting)
 print one line naming what went wrong and exit 1 -- no traceback. Human output uses rich
 tables; ``--json`` prints JSON for scripts (one object per record for ``consume``). SIGTERM
-stops a command as Ctrl-C does, cleanly (client/cli_signals.py).
+stops a command as Ctrl-C does, cleanly (tooling/cli/signals.py).
 """
 
 from __future__ import annotations
@@ -15,31 +15,14 @@ from __future__ import annotations
 import argparse
 import base64
 import inspect
-import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
-from client.cli_acls import add_acls_parser
-from client.cli_args import (
-    add_command_config,
-    admin_client,
-    non_negative_int,
-    positive_int,
-    security_options,
-)
-from client.cli_cluster import add_cluster_parser
-from client.cli_console import add_console_parser
-from client.cli_groups import add_groups_parser
-from client.cli_quotas import add_quotas_parser
-from client.cli_records import add_records_parser
-from client.cli_signals import Interrupted, StopRequest, signals_interrupt
-from client.cli_users import add_users_parser
 from client.consumer import Consumer
-from client.demo import add_demo_parser
 from client.errors import CorruptRecordError
 from client.metadata import TopicInfo
 from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp
@@ -47,8 +30,25 @@ from client.producer import Producer
 from client.records import ConsumerRecord, TopicPartition
 from protocol.compression import Codec
 from protocol.errors import OdradekError, TopicAuthorizationFailedError
+from tooling.cli.acls import add_acls_parser
+from tooling.cli.args import (
+    admin_client,
+    client_options,
+    json_option,
+    non_negative_int,
+    positive_int,
+    security_options,
+)
+from tooling.cli.cluster import add_cluster_parser
+from tooling.cli.console import add_console_parser
+from tooling.cli.groups import add_groups_parser
+from tooling.cli.output import Output
+from tooling.cli.quotas import add_quotas_parser
+from tooling.cli.records import add_records_parser
+from tooling.cli.signals import Interrupted, StopRequest, signals_interrupt
+from tooling.cli.users import add_users_parser
+from tooling.local.demo import add_demo_parser
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 #: the longest ``consume`` waits in one poll: a stop signal is acted on within this
 _STOP_CHECK_MS = 500
 _PASSTHROUGH = {"broker": "broker", "log": "broker.log.dump"}
@@ -64,24 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    client = argparse.ArgumentParser(add_help=False)
-    client.add_argument(
-        "--bootstrap",
-        default=os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-        metavar="HOST:PORT[,HOST:PORT...]",
-        help="brokers to contact first (default: $ODRADEK_BOOTSTRAP or %(default)s)",
-    )
-    client.add_argument(
-        "--api-timeout-ms",
-        dest="api_timeout_ms",
-        type=positive_int,
-        default=10_000,
-        metavar="MS",
-        help="how long to wait for brokers to answer (default: %(default)s)",
-    )
-    add_command_config(client)
-    json_flag = argparse.ArgumentParser(add_help=False)
-    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    client = client_options()
+    json_flag = json_option()
 
     commands.add_parser(
         "broker",
@@ -415,35 +399,6 @@ def _convert_setting(text: str, annotation: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------- commands
-
-
-class Output:
-    """Where commands print: stdout for data, stderr for summaries and errors."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
-        self.err = err
-
-    def json(self, value: Any) -> None:
-        self.out.write(json.dumps(value) + "\n")
-
-    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        # Imported here: rich takes a while to import and only tables need it.
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title=title, title_justify="left")
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(str(cell) for cell in row))
-        console = Console(file=self.out, soft_wrap=True)
-        if not console.is_terminal:  # a pipe or a file: whole values, not cut to 80 columns
-            console.width = 10_000
-        console.print(table)
-
-    def note(self, text: str) -> None:
-        self.err.write(text + "\n")
 
 
 def _replica_assignment(text: str) -> dict[int, list[int]]:
@@ -938,7 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(args_list)
     output = Output(sys.stdout, sys.stderr)
     try:
-        with signals_interrupt():  # SIGTERM cleans up as Ctrl-C does (client/cli_signals.py)
+        with signals_interrupt():  # SIGTERM cleans up as Ctrl-C does (tooling/cli/signals.py)
             code: int = args.run(args, output)
         return code
     except OdradekError as exc:

@@ -9,39 +9,33 @@ the shell history would keep it).
 The first user of a cluster whose only listeners need a login cannot be added over the wire:
 ``--data-dir DIR`` (an embedded broker's data directory, the broker stopped) or
 ``--zookeeper HOST:PORT[/chroot]`` (cluster mode) write the credential store directly, as
-``kafka-configs --zookeeper`` did.
+``kafka-configs --zookeeper`` did -- through the broker's own stores
+(broker/security/credentials.py), so the file and the znodes are written as a broker writes them.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
-import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from client.cli_args import admin_client, positive_int
 from client.errors import ConfigError
 from protocol.scram import (
-    CREDENTIALS_FILE,
     MIN_ITERATIONS,
     SCRAM_MECHANISMS,
     CredentialFormatError,
     ScramCredential,
-    decode_user,
-    decode_users,
-    encode_user,
-    encode_users,
 )
-from protocol.zk_names import USERS_ZNODE, unescape, user_znode
+from tooling.cli.args import admin_client, positive_int
+from tooling.cli.output import Output
 
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+if TYPE_CHECKING:
+    from broker.security.credentials import Credentials, CredentialStore
 
-Credentials = dict[str, ScramCredential]
+T = TypeVar("T")
 
 
 def add_users_parser(
@@ -91,8 +85,10 @@ def cmd_users_add(args: argparse.Namespace, output: Output) -> int:
     except CredentialFormatError as exc:
         raise ConfigError(str(exc)) from None
     if _offline(args):
-        with _store(args) as users:
-            users.setdefault(args.name, {})[args.mechanism] = credential
+        def add(current: Credentials) -> Credentials:
+            return {**current, args.mechanism: credential}
+
+        _in_store(args, lambda store: store.alter(args.name, add), writes=True)
     else:
         with admin_client(args) as admin:
             admin.upsert_user_scram_credential(args.name, args.mechanism, password,
@@ -103,11 +99,15 @@ def cmd_users_add(args: argparse.Namespace, output: Output) -> int:
 
 def cmd_users_delete(args: argparse.Namespace, output: Output) -> int:
     if _offline(args):
-        with _store(args) as users:
-            current = users.get(args.name, {})
-            gone = [args.mechanism] if args.mechanism else list(current)
-            if not gone or any(current.pop(m, None) is None for m in gone):
+        gone: list[str] = []
+
+        def remove(current: Credentials) -> Credentials:
+            gone[:] = [args.mechanism] if args.mechanism else list(current)
+            if not gone or any(m not in current for m in gone):
                 raise ConfigError(f"user {args.name!r} has no such credential")
+            return {m: c for m, c in current.items() if m not in gone}
+
+        _in_store(args, lambda store: store.alter(args.name, remove), writes=True)
     else:
         with admin_client(args) as admin:
             gone = ([args.mechanism] if args.mechanism else
@@ -120,9 +120,9 @@ def cmd_users_delete(args: argparse.Namespace, output: Output) -> int:
 
 def cmd_users_list(args: argparse.Namespace, output: Output) -> int:
     if _offline(args):
-        with _store(args) as stored:
-            users = {name: {m: c.iterations for m, c in creds.items()}
-                     for name, creds in stored.items() if creds}
+        stored = _in_store(args, lambda store: store.users(), writes=False)
+        users = {name: {m: c.iterations for m, c in creds.items()}
+                 for name, creds in stored.items() if creds}
     else:
         with admin_client(args) as admin:
             users = admin.describe_user_scram_credentials()
@@ -156,53 +156,50 @@ def _password(path: Path | None) -> str:
     return first
 
 
-@contextlib.contextmanager
-def _store(args: argparse.Namespace) -> Iterator[dict[str, Credentials]]:
-    """Every user's credentials from the store named, written back when the block ends."""
-    if args.data_dir is not None:
-        path = args.data_dir / CREDENTIALS_FILE
-        try:
-            users = decode_users(path.read_bytes()) if path.exists() else {}
-        except (OSError, CredentialFormatError) as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-        yield users
-        args.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(encode_users(users))
-        os.replace(tmp, path)
-        return
-    from kazoo.client import KazooClient  # only the offline cluster path needs it
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+def _in_store(args: argparse.Namespace, work: Callable[[CredentialStore], Awaitable[T]], *,
+              writes: bool) -> T:
+    """``work`` done on the store --data-dir or --zookeeper names, the broker's own, in a trio
+    run of its own. The broker's modules are imported here, not with the CLI: only these
+    offline commands need them (and trio). Their log lines (a ZooKeeper session connected,
+    then closed) would mix with the command's output: only warnings are shown, on stderr."""
+    import trio
 
-    hosts, _, chroot = args.zookeeper.partition("/")
-    if chroot:
-        root = KazooClient(hosts=hosts, timeout=args.api_timeout_ms / 1000)
-        root.start(timeout=args.api_timeout_ms / 1000)
-        root.ensure_path("/" + chroot)
-        root.stop()
-    zk = KazooClient(hosts=args.zookeeper, timeout=args.api_timeout_ms / 1000)
-    zk.start(timeout=args.api_timeout_ms / 1000)
+    from broker.security.credentials import FileCredentialStore
+    from broker.structured_log import configure_logging
+
+    configure_logging("warning")
+    if args.data_dir is None:
+        return trio.run(_in_zookeeper, args, work)
+    store = FileCredentialStore(args.data_dir)
     try:
-        try:
-            names = zk.get_children(USERS_ZNODE)
-        except NoNodeError:
-            names = []
-        nodes = {unescape(n): zk.get(f"{USERS_ZNODE}/{n}") for n in names}
-        users = {name: decode_user(data) for name, (data, _) in nodes.items()}
-        yield users
-        for name, creds in users.items():
-            data, stat = nodes.get(name, (None, None))
-            if stat is not None and creds == decode_user(data):
-                continue
-            try:  # conditional on what was read: a broker may change the node's quotas
-                if stat is not None:
-                    zk.set(user_znode(name), encode_user(creds, data), version=stat.version)
-                elif creds:
-                    zk.create(user_znode(name), encode_user(creds), makepath=True)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                raise ConfigError(f"user {name!r} was changed meanwhile in ZooKeeper: run the "
-                                  "command again") from None
+        if writes:
+            args.data_dir.mkdir(parents=True, exist_ok=True)
+        return trio.run(work, store)
+    except CredentialFormatError as exc:  # it names the file
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"{store.path}: {exc}") from None
+
+
+async def _in_zookeeper(args: argparse.Namespace,
+                        work: Callable[[CredentialStore], Awaitable[T]]) -> T:
+    from broker.cluster.zookeeper import ZooKeeper, ZooKeeperUnavailableError
+    from broker.security.credentials import ZooKeeperCredentialStore
+
+    timeout_ms = args.api_timeout_ms
+    try:
+        zoo = ZooKeeper(args.zookeeper, session_timeout_ms=timeout_ms,
+                        connection_timeout_ms=timeout_ms)
+    except ValueError:
+        raise ConfigError(f"--zookeeper {args.zookeeper!r} names no host:port") from None
+    try:
+        await zoo.start()
+    except ZooKeeperUnavailableError:
+        raise ConfigError(f"--zookeeper {args.zookeeper}: no ZooKeeper server answered within "
+                          f"--api-timeout-ms={timeout_ms}") from None
+    try:
+        return await work(ZooKeeperCredentialStore(zoo))
+    except CredentialFormatError as exc:  # it names the znode
+        raise ConfigError(str(exc)) from None
     finally:
-        zk.stop()
+        await zoo.stop()

@@ -1,15 +1,16 @@
 """``odradek demo``: a consumer group at work, narrated as it happens.
 
 It starts a broker in a temporary directory (unless given ``--bootstrap``), creates a topic, starts
-consumers of one group -- each a process of its own running ``python -m client.demo member`` --
-and produces a steady stream. Then it stops one consumer (it closes, so it leaves the group and
-the others rebalance at once) and starts it again. Each member's state changes and partitions,
-and the group's state and generation as the coordinator reports them, are printed when they
-change; the run ends with ``odradek groups describe``. Everything it started is stopped by PID,
-and the temporary directory removed, however it ends.
+consumers of one group -- each a process of its own running
+``python -m tooling.local.demo member`` -- and produces a steady stream. Then it stops one
+consumer (it closes, so it leaves the group and the others rebalance at once) and starts it
+again. Each member's state changes and partitions, and the group's state and generation as the
+coordinator reports them, are printed when they change; the run ends with ``odradek groups
+describe``. Everything it started is stopped by PID, and the temporary directory removed, however
+it ends.
 
 With ``--cluster`` it runs on a local cluster instead: a ZooKeeper and three brokers
-(client.local_cluster) with a short ZooKeeper session, the topic replicated three times. Once
+(tooling.local.cluster) with a short ZooKeeper session, the topic replicated three times. Once
 the group is steady it kills (SIGKILL) the broker coordinating the group and narrates the
 failover as a consumer lives it: FindCoordinator still naming the dead broker until its session
 expires, then the new leader of the group's ``__consumer_offsets`` partition; the group loaded
@@ -36,7 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from client.admin import Admin
 from client.consumer import Consumer
@@ -44,7 +45,6 @@ from client.durations import seconds_text
 from client.errors import ClientError
 from client.future import Future
 from client.group_admin import GroupAdmin, GroupDescription
-from client.local_cluster import BrokerRecord, LocalCluster, ZooKeeperServer
 from client.metadata import BrokerInfo
 from client.network import NetworkClient
 from client.producer import Producer
@@ -53,9 +53,10 @@ from client.subscription import ConsumerRebalanceListener
 from protocol.apis import ApiKey
 from protocol.errors import GroupIdNotFoundError, OdradekError, TopicAlreadyExistsError, error_for
 from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import client_options, json_option
+from tooling.cli.groups import add_groups_parser
+from tooling.cli.output import Output
+from tooling.local.cluster import BrokerRecord, LocalCluster, ZooKeeperServer
 
 STOP_TIMEOUT = 15.0
 SETTLE_TIMEOUT = 60.0
@@ -322,9 +323,11 @@ class Demo:
         return self._consumed_before.get(name, 0) + self._consumed.get(name, 0)
 
     def _describe(self) -> None:
-        from client.cli import build_parser  # client.cli imports this module
-
-        args = build_parser().parse_args(
+        """``odradek groups describe GROUP``, parsed as the command's own parser does it."""
+        parser = argparse.ArgumentParser(prog="odradek")
+        commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+        add_groups_parser(commands, [client_options(), json_option()])
+        args = parser.parse_args(
             ["groups", "describe", self.args.group, "--bootstrap", self.bootstrap]
         )
         args.run(args, self.output)
@@ -399,7 +402,7 @@ class Demo:
                 self.say("demo", f"topic {args.topic!r} exists already; using it")
 
     def _start_member(self, name: str) -> None:
-        argv = [sys.executable, "-m", "client.demo", "member", "--bootstrap", self.bootstrap,
+        argv = [sys.executable, "-m", "tooling.local.demo", "member", "--bootstrap", self.bootstrap,
                 "--group", self.args.group, "--topic", self.args.topic, "--name", name]
         child = Child(name, argv, subprocess.DEVNULL)
         self._children[name] = child
@@ -608,7 +611,7 @@ class _Narrator(ConsumerRebalanceListener):
 def run_member(argv: Sequence[str]) -> int:
     """One demo consumer: poll, report state changes, assignments and progress as JSON lines;
     SIGTERM closes it (commit, leave the group)."""
-    parser = argparse.ArgumentParser(prog="python -m client.demo member")
+    parser = argparse.ArgumentParser(prog="python -m tooling.local.demo member")
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
@@ -666,5 +669,6 @@ def _emit(**event: Any) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["member"]:
-        sys.exit("usage: python -m client.demo member --bootstrap ... (started by odradek demo)")
+        sys.exit("usage: python -m tooling.local.demo member --bootstrap ... "
+                 "(started by odradek demo)")
     sys.exit(run_member(sys.argv[2:]))

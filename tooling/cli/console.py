@@ -1,5 +1,5 @@
 """``odradek console --bootstrap HOST:PORT [--listen 127.0.0.1:8080] [--command-config F]``:
-serve the web console (client/console_app.py) with uvicorn until Ctrl-C.
+serve the web console (tooling/console/app.py) with uvicorn until Ctrl-C.
 
 It prints its address on its first line. No login: it binds 127.0.0.1 by default. It asks the
 brokers with a 2 s timeout (``--api-timeout-ms``), so a broker gone shows as "disconnected"
@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import argparse
 import socket
-from typing import TYPE_CHECKING
 
-from client.cli_args import add_command_config, positive_int, security_options
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import add_command_config, positive_int, security_options
+from tooling.cli.output import Output
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_TIMEOUT_MS = 2_000
@@ -50,8 +47,8 @@ def add_console_parser(
 def cmd_console(args: argparse.Namespace, output: Output) -> int:
     import uvicorn  # imported here: the other commands need neither it nor Starlette
 
-    from client.console_app import make_app
-    from client.console_data import ConsoleData
+    from tooling.console.app import make_app
+    from tooling.console.data import ConsoleData
 
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit() or int(port) > 65535:

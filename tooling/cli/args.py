@@ -1,15 +1,18 @@
-"""Argument types shared by the ``odradek`` subcommands' parsers (client/cli*.py), so every
-command words a bad number the same way."""
+"""Argument types and options shared by the ``odradek`` subcommands' parsers (tooling/cli/*.py),
+so every command words a bad number the same way and takes ``--bootstrap`` alike."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from client.admin import Admin
 from client.errors import ConfigError
 from client.group_admin import GroupAdmin
 from client.security import SecurityConfig, SecurityOptions
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def non_negative_int(text: str) -> int:
@@ -62,3 +65,32 @@ def admin_client(args: argparse.Namespace) -> Admin:
 def group_admin_client(args: argparse.Namespace) -> GroupAdmin:
     """``admin_client`` with the group tools (describe, lag, reset)."""
     return GroupAdmin(args.bootstrap, timeout_ms=args.api_timeout_ms, **security_options(args))
+
+
+def client_options() -> argparse.ArgumentParser:
+    """The parent parser of every command that talks to brokers: ``--bootstrap``,
+    ``--api-timeout-ms`` and ``--command-config``."""
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument(
+        "--bootstrap",
+        default=os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="brokers to contact first (default: $ODRADEK_BOOTSTRAP or %(default)s)",
+    )
+    client.add_argument(
+        "--api-timeout-ms",
+        dest="api_timeout_ms",
+        type=positive_int,
+        default=10_000,
+        metavar="MS",
+        help="how long to wait for brokers to answer (default: %(default)s)",
+    )
+    add_command_config(client)
+    return client
+
+
+def json_option() -> argparse.ArgumentParser:
+    """The parent parser of every command that can print JSON: ``--json``."""
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    return json_flag

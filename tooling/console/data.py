@@ -1,7 +1,7 @@
 """What ``odradek console`` shows, as JSON-ready dicts read through the Admin client.
 
 One ``GroupAdmin`` serves every page: call one method at a time (it drives its own sockets;
-client/console_app.py holds a lock around each call). When the brokers cannot be reached a
+tooling/console/app.py holds a lock around each call). When the brokers cannot be reached a
 call raises ``ConsoleUnavailable``; the admin is then made anew on the next call, so the console
 recovers when a broker comes back, wherever the cluster's metadata had moved meanwhile. Each
 group page asked for keeps a ``GroupView`` (client/group_view.py), whose timeline is the state
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from client.cluster_health import cluster_health
 from client.group_admin import GroupAdmin
 from client.group_view import GroupView, member_name, total_lag
 from client.offsets import EARLIEST, LATEST
@@ -25,6 +24,7 @@ from protocol.errors import (
     OdradekError,
     UnknownTopicOrPartitionError,
 )
+from tooling.cluster_health import cluster_health
 
 T = TypeVar("T")
 #: the most groups whose pages keep a timeline

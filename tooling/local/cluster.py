@@ -8,8 +8,9 @@ so a later ``down`` -- another process, maybe another day -- stops exactly those
 else. Before signalling a recorded PID it checks that ``/proc/PID/cmdline`` is still the
 command it started (PIDs get reused), which makes this module Linux-only.
 
-It starts processes only: the client package never imports the broker, and never talks to
-ZooKeeper (a broker creates its own chroot, as Kafka's does).
+It starts processes only -- it imports no broker code and never talks to ZooKeeper (a broker
+creates its own chroot, as Kafka's does) -- so a cluster it starts runs exactly what
+``odradek broker start`` runs.
 """
 
 from __future__ import annotations

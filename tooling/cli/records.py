@@ -5,7 +5,7 @@ its log start offset to OFFSET (``-1`` or ``latest``: the high watermark): the r
 it are gone for consumers, whole segments below it are deleted. ``log-dirs`` asks every broker
 (Metadata's broker list) for the partition logs on its disk: size, log start and end offsets,
 high watermark and segment count. ``add_records_parser`` adds both to the ``odradek`` parser
-(client/cli.py), sharing its client options and ``--json``.
+(tooling/cli/main.py), sharing its client options and ``--json``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
-from client.cli_args import admin_client, non_negative_int
 from client.records import TopicPartition
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import admin_client, non_negative_int
+from tooling.cli.output import Output
 
 LOG_DIR_COLUMNS = ("BROKER", "TOPIC", "PARTITION", "SIZE", "LOG-START-OFFSET", "LOG-END-OFFSET",
                    "HIGH-WATERMARK", "SEGMENTS", "LOG-DIR")

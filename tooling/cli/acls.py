@@ -5,7 +5,7 @@
 principal, operation and host given; ``--resource-pattern-type prefixed`` makes the name a
 prefix. ``acls remove`` removes the ACLs the same options describe (on the resource, every ACL
 when no principal is given); ``acls list`` shows them. ``add_acls_parser`` adds the commands
-to the ``odradek`` parser (client/cli.py), sharing its client options and ``--json``.
+to the ``odradek`` parser (tooling/cli/main.py), sharing its client options and ``--json``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from client.cli_args import admin_client
 from protocol.acls import (
     CLUSTER_NAME,
     WILDCARD,
@@ -28,9 +26,8 @@ from protocol.acls import (
     parse_enum,
 )
 from protocol.errors import InvalidRequestError
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import admin_client
+from tooling.cli.output import Output
 
 ACL_COLUMNS = ("PERMISSION", "PRINCIPAL", "HOST", "OPERATION", "RESOURCE-TYPE", "PATTERN-TYPE",
                "RESOURCE")

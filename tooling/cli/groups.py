@@ -9,8 +9,8 @@ group. ``--json`` prints the same data as JSON. A group without
 members gets a note on stderr, as Kafka's tool prints; a group that does not exist is an error
 naming it (exit 1).
 
-``add_groups_parser`` adds them (and those of client/cli_group_changes.py) to the ``odradek``
-parser (client/cli.py), sharing its ``--bootstrap`` / ``--api-timeout-ms`` / ``--json``
+``add_groups_parser`` adds them (and those of tooling/cli/group_changes.py) to the ``odradek``
+parser (tooling/cli/main.py), sharing its ``--bootstrap`` / ``--api-timeout-ms`` / ``--json``
 options; the handlers print through its ``Output``: rich tables, or JSON with ``--json``.
 """
 
@@ -19,17 +19,15 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from client.cli_args import group_admin_client
-from client.cli_group_changes import add_group_change_parsers
-from client.cli_group_watch import add_watch_parser
 from client.durations import duration_text
 from client.group_admin import GroupDescription, MemberDescription, PartitionLag
 from protocol.errors import GroupIdNotFoundError
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import group_admin_client
+from tooling.cli.group_changes import add_group_change_parsers
+from tooling.cli.group_watch import add_watch_parser
+from tooling.cli.output import Output
 
 OFFSET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                   "MEMBER-ID", "HOST", "CLIENT-ID")

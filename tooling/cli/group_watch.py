@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from client.cli_args import group_admin_client, positive_int
 from client.group_view import GroupSnapshot, GroupView, member_name
-
-if TYPE_CHECKING:  # client.cli imports this module
-    from client.cli import Output
+from tooling.cli.args import group_admin_client, positive_int
+from tooling.cli.output import Output
 
 STATE_STYLES = {"Steady": "bold green", "PrepareRebalance": "bold yellow",
                 "Rebalancing": "bold yellow", "Empty": "bold blue", "Dead": "bold red",
