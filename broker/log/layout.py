@@ -83,12 +83,17 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes, *, durable: bool) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves the old or the new content, not a mix."""
+def write_atomically(path: Path, data: bytes, *, durable: bool, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old or the new content, not a mix;
+    ``durable``: on disk, name included, before returning. Every small state file of the broker
+    is written here (checkpoints, topic and ACL documents, the credentials with ``mode`` 0o600,
+    readable by their owner only)."""
     tmp = path.with_name(path.name + TMP)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:  # a write may take less than it was given
+            view = view[os.write(fd, view):]
         if durable:
             os.fsync(fd)
     finally:

@@ -15,6 +15,7 @@ import trio
 from kazoo.exceptions import NoNodeError
 
 from broker.cluster.zookeeper import ZooKeeper, update_znode
+from broker.log.layout import write_atomically
 from protocol.scram import (
     CREDENTIALS_FILE,
     CredentialFormatError,
@@ -72,18 +73,8 @@ class FileCredentialStore:
         async with self._lock:  # this broker is the file's only writer while it runs
             users = dict(self._load())
             users[name] = change(dict(users.get(name, {})))
-            write_atomically(self.path, encode_users(users))
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write a file readable by its owner only, replacing the old one in one step."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+            # readable by its owner only: salted hashes are still worth guessing at
+            write_atomically(self.path, encode_users(users), durable=True, mode=0o600)
 
 
 class ZooKeeperCredentialStore:
