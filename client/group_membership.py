@@ -30,7 +30,7 @@ from client.errors import ConfigError
 from client.future import Future
 from client.group_offsets import NO_GENERATION, NO_MEMBER
 from client.group_state import (
-    INITIAL_STATE,
+    CONSUMER_MACHINE,
     ConsumerEvent,
     ConsumerState,
     event_for,
@@ -92,7 +92,7 @@ class GroupMembership:
         self._lookup = lookup
         self.config = config
         self._clock = clock
-        self.state: ConsumerState = INITIAL_STATE
+        self.state: ConsumerState = CONSUMER_MACHINE.initial
         self.member_id = NO_MEMBER
         self.generation = NO_GENERATION
         self.revocation_pending = False

@@ -1,17 +1,18 @@
 """The group consumer's state machine (seed 001 "State diagram", Consumer), as a table.
 
-``TRANSITIONS`` lists every move with its guard and effect, ``STATE_DESCRIPTIONS`` what each
-state means; docs/state-machines is generated from them. The client cannot import
-``coordinator`` (its rules live on the broker), so the table helper is this module's own;
-``transition`` raises on any move the table does not list.
+``CONSUMER_MACHINE`` lists every move with its guard and effect, ``STATE_DESCRIPTIONS`` what
+each state means; docs/state-machines is generated from them. ``transition`` raises
+``IllegalTransition`` on any move the table does not list.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from protocol.errors import ErrorCode
+from protocol.statemachine import IllegalTransition, Transition, TransitionTable
+
+__all__ = ["IllegalTransition"]  # raised by transition()
 
 
 class ConsumerState(Enum):
@@ -53,100 +54,83 @@ class ConsumerEvent(Enum):
     CLOSE = "close"
 
 
-class IllegalTransition(RuntimeError):
-    """A move the consumer's table does not list: a bug in the consumer."""
-
-
-@dataclass(frozen=True)
-class Transition:
-    source: ConsumerState
-    event: ConsumerEvent
-    target: ConsumerState
-    guard: str = ""
-    effect: str = ""
-
-
 _S = ConsumerState
 _E = ConsumerEvent
 
-TRANSITIONS: tuple[Transition, ...] = (
-    Transition(_S.DOWN, _E.START, _S.DISCOVER_COORDINATOR,
+_T = Transition[ConsumerState, ConsumerEvent]
+
+CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTable(
+    "consumer", ConsumerState.DOWN, ConsumerState, ConsumerEvent, [
+    _T(_S.DOWN, _E.START, _S.DISCOVER_COORDINATOR,
                "subscribe() then poll()", "send FindCoordinator to a bootstrap broker"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.DISCOVER_COORDINATOR,
+    _T(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.DISCOVER_COORDINATOR,
                "FindCoordinator answered",
                "send JoinGroup (empty member id on first start; after a rebalance, once the "
                "revoked partitions are committed and the listener told)"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.JOINED, _S.PART_OF_GROUP,
+    _T(_S.DISCOVER_COORDINATOR, _E.JOINED, _S.PART_OF_GROUP,
                "JoinGroup answered without error",
                "keep member id and generation; fetch the partitions to own; heartbeat"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.JOIN_REJECTED, _S.DOWN,
+    _T(_S.DISCOVER_COORDINATOR, _E.JOIN_REJECTED, _S.DOWN,
                "JoinGroup: INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_ASSIGNMENT_STRATEGY, "
                "INVALID_SESSION_TIMEOUT or INVALID_GROUP_ID",
                "raise to the caller: it cannot join"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.REJOIN_NEEDED, _S.DISCOVER_COORDINATOR,
+    _T(_S.DISCOVER_COORDINATOR, _E.REJOIN_NEEDED, _S.DISCOVER_COORDINATOR,
                "JoinGroup: UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS",
                "forget the member id if unknown; send JoinGroup again"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
+    _T(_S.DISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
                "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer, or connection closed",
                "back off; send FindCoordinator again"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.BACK_OFF, _S.DISCOVER_COORDINATOR,
+    _T(_S.DISCOVER_COORDINATOR, _E.BACK_OFF, _S.DISCOVER_COORDINATOR,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "retry after the backoff"),
-    Transition(_S.DISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN, "close() or unsubscribe()",
+    _T(_S.DISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN, "close() or unsubscribe()",
                "send LeaveGroup if the member has an id"),
-    Transition(_S.PART_OF_GROUP, _E.HEARTBEAT_OK, _S.PART_OF_GROUP,
+    _T(_S.PART_OF_GROUP, _E.HEARTBEAT_OK, _S.PART_OF_GROUP,
                "Heartbeat answered without error", "keep fetching"),
-    Transition(_S.PART_OF_GROUP, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
+    _T(_S.PART_OF_GROUP, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
                "Heartbeat or OffsetCommit: REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or "
                "UNKNOWN_MEMBER_ID; or the subscription changed (subscribe(), or the topics a "
                "pattern matches)",
                "stop fetching; commit offsets (unless the member is unknown); revoke the "
                "partitions (listener); send JoinGroup with the member id (empty if unknown)"),
-    Transition(_S.PART_OF_GROUP, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
+    _T(_S.PART_OF_GROUP, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
                "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no heartbeat answer within the "
                "session timeout, or connection closed",
                "keep fetching; send FindCoordinator"),
-    Transition(_S.PART_OF_GROUP, _E.BACK_OFF, _S.PART_OF_GROUP,
+    _T(_S.PART_OF_GROUP, _E.BACK_OFF, _S.PART_OF_GROUP,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "keep fetching; heartbeat again after the backoff"),
-    Transition(_S.PART_OF_GROUP, _E.CLOSE, _S.DOWN,
+    _T(_S.PART_OF_GROUP, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()",
                "commit offsets (auto-commit); revoke the partitions (listener); send LeaveGroup"),
-    Transition(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.PART_OF_GROUP,
+    _T(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_FOUND, _S.PART_OF_GROUP,
                "FindCoordinator answered", "heartbeat the new coordinator"),
-    Transition(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
+    _T(_S.REDISCOVER_COORDINATOR, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
                "no coordinator yet", "keep fetching; back off; ask again"),
-    Transition(_S.REDISCOVER_COORDINATOR, _E.BACK_OFF, _S.REDISCOVER_COORDINATOR,
+    _T(_S.REDISCOVER_COORDINATOR, _E.BACK_OFF, _S.REDISCOVER_COORDINATOR,
                "COORDINATOR_LOAD_IN_PROGRESS", "keep fetching; retry after the backoff"),
-    Transition(_S.REDISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN,
+    _T(_S.REDISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()",
                "commit offsets (auto-commit) if a coordinator answers in time; leave"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.JOINED, _S.PART_OF_GROUP,
+    _T(_S.STOPPED_CONSUMPTION, _E.JOINED, _S.PART_OF_GROUP,
                "JoinGroup answered without error",
                "assign the new partitions (listener); fetch from their committed offsets"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
+    _T(_S.STOPPED_CONSUMPTION, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
                "JoinGroup: UNKNOWN_MEMBER_ID or REBALANCE_IN_PROGRESS",
                "forget the member id if unknown; send JoinGroup again"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.JOIN_REJECTED, _S.DOWN,
+    _T(_S.STOPPED_CONSUMPTION, _E.JOIN_REJECTED, _S.DOWN,
                "JoinGroup: INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_ASSIGNMENT_STRATEGY, "
                "INVALID_SESSION_TIMEOUT or INVALID_GROUP_ID",
                "raise to the caller"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
+    _T(_S.STOPPED_CONSUMPTION, _E.COORDINATOR_LOST, _S.DISCOVER_COORDINATOR,
                "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer, or connection closed",
                "find the coordinator, then JoinGroup with the member id"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.BACK_OFF, _S.STOPPED_CONSUMPTION,
+    _T(_S.STOPPED_CONSUMPTION, _E.BACK_OFF, _S.STOPPED_CONSUMPTION,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "send JoinGroup again after the backoff"),
-    Transition(_S.STOPPED_CONSUMPTION, _E.CLOSE, _S.DOWN,
+    _T(_S.STOPPED_CONSUMPTION, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()", "send LeaveGroup"),
-)
-
-INITIAL_STATE = ConsumerState.DOWN
-
-_INDEX: dict[tuple[ConsumerState, ConsumerEvent], Transition] = {
-    (t.source, t.event): t for t in TRANSITIONS
-}
-assert len(_INDEX) == len(TRANSITIONS), "one row per (state, event)"
+])
 
 #: the event an error in a JoinGroup, Heartbeat or OffsetCommit answer means to the consumer
 EVENT_FOR_ERROR: dict[ErrorCode, ConsumerEvent] = {
@@ -165,10 +149,7 @@ EVENT_FOR_ERROR: dict[ErrorCode, ConsumerEvent] = {
 
 def transition(state: ConsumerState, event: ConsumerEvent) -> ConsumerState:
     """The state after ``event`` in ``state``; raises ``IllegalTransition`` if not listed."""
-    row = _INDEX.get((state, event))
-    if row is None:
-        raise IllegalTransition(f"consumer: no transition from {state.name} on {event.name}")
-    return row.target
+    return CONSUMER_MACHINE.next_state(state, event)
 
 
 def event_for(code: ErrorCode, *, joining: bool) -> ConsumerEvent | None:

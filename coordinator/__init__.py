@@ -68,7 +68,7 @@ from coordinator.effects import (
 )
 from coordinator.group_state import GroupEvent, GroupState
 from coordinator.loader_state import LoaderEvent, LoaderState
-from coordinator.statemachine import IllegalTransition
+from protocol.statemachine import IllegalTransition
 from protocol.partitions import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 
 __all__ = [

@@ -28,7 +28,7 @@ from coordinator.membership import Membership, TopicPartitionsLookup, new_uuid
 from coordinator.offsets import GroupOffsets
 from coordinator.offsets_topic import Record
 from coordinator.outbox import Outbox, TransitionListener
-from coordinator.statemachine import IllegalTransition
+from protocol.statemachine import IllegalTransition
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.partitions import offsets_partition_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from coordinator.statemachine import Transition, TransitionTable
+from protocol.statemachine import Transition, TransitionTable
 from protocol.errors import ErrorCode
 
 

@@ -49,7 +49,7 @@ from broker.cluster.replica_state import (
     ReplicaStates,
 )
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
-from coordinator.statemachine import IllegalTransition
+from protocol.statemachine import IllegalTransition
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """The controller's partition machine: NonExistent -> New -> Online <-> Offline -> NonExistent.
 
-Kafka's PartitionStateMachine, as a table (``coordinator.statemachine``): every move the
+Kafka's PartitionStateMachine, as a table (``protocol.statemachine``): every move the
 controller makes checks a row, and one that is not listed is a bug raised with the partition,
 state and event. ``docs/state-machines/`` draws it from these rows.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from coordinator.statemachine import Transition, TransitionTable
+from protocol.statemachine import Transition, TransitionTable
 
 
 class PartitionState(Enum):

@@ -1,6 +1,6 @@
 """The controller's replica machine: one per replica (a partition on one broker).
 
-Kafka's ReplicaStateMachine, as a table (``coordinator.statemachine``): a replica is created
+Kafka's ReplicaStateMachine, as a table (``protocol.statemachine``): a replica is created
 New with its partition, Online or Offline with its broker, and a replica that must go (its topic
 is deleted, or a reassignment moved the partition away) is Offline, then ReplicaDeletionStarted
 once the broker is sent StopReplica with delete, ReplicaDeletionSuccessful once it answers, and
@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from coordinator.statemachine import IllegalTransition, Transition, TransitionTable
+from protocol.statemachine import IllegalTransition, Transition, TransitionTable
 
 log = structlog.get_logger(__name__)
 

@@ -1,12 +1,12 @@
 """The SASL exchange of one connection as a table (``SASL_MACHINE``), checked on every move by
 broker/security/sasl.py and rendered into docs/state-machines/sasl.md. It imports only
-``coordinator.statemachine``."""
+``protocol.statemachine``."""
 
 from __future__ import annotations
 
 from enum import Enum
 
-from coordinator.statemachine import Transition, TransitionTable
+from protocol.statemachine import Transition, TransitionTable
 
 
 class SaslState(Enum):

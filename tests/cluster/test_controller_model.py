@@ -37,7 +37,7 @@ from broker.cluster.partition_state import (
 )
 from broker.cluster.replica_state import ReplicaDeletion, ReplicaState
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
-from coordinator.statemachine import IllegalTransition
+from protocol.statemachine import IllegalTransition
 from protocol.apis import ApiKey
 from protocol.framing import FrameDecoder
 from protocol.wire import decode_request, encode_request

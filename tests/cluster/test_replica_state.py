@@ -17,7 +17,7 @@ from broker.cluster.replica_state import (
     ReplicaState,
 )
 from broker.cluster.zk_layout import BrokerRegistration
-from coordinator.statemachine import IllegalTransition
+from protocol.statemachine import IllegalTransition
 
 S = ReplicaState
 

@@ -57,7 +57,7 @@ def test_group_table_matches_kafkas_predecessors():
 
 
 def test_consumer_table_walk_and_refusals():
-    listed = {(row.source, row.event): row.target for row in consumer.TRANSITIONS}
+    listed = {(row.source, row.event): row.target for row in consumer.CONSUMER_MACHINE.rows}
     for state in consumer.ConsumerState:
         for event in consumer.ConsumerEvent:
             if (state, event) in listed:
@@ -76,7 +76,7 @@ def test_consumer_table_walk_and_refusals():
         consumer.event_for(ErrorCode.NONE, joining=False),
         consumer.ConsumerEvent.CLOSE,
     ]
-    state = consumer.INITIAL_STATE
+    state = consumer.CONSUMER_MACHINE.initial
     visited = [state]
     for event in events:
         assert event is not None

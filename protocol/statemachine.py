@@ -1,9 +1,13 @@
 """A state machine as data: a table of ``(state, event) -> next state`` rows, checked on every move.
 
 h11's rule: every legal move is a row; anything the table does not list raises
-``IllegalTransition`` naming the machine, the state and the event -- a bug in the coordinator,
+``IllegalTransition`` naming the machine, the state and the event -- a bug in whoever moved it,
 never silently ignored. Each row also carries the guard under which the code raises that event and
 the effect it has, so docs/state-machines is generated from the same rows the code is checked by.
+
+Here, in the sans-IO protocol package, because every side keeps such machines: the coordinator
+(groups, offsets partitions), the controller (partitions, replicas), the broker's SASL sessions
+and the client's group consumer.
 """
 
 from __future__ import annotations
