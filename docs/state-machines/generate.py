@@ -289,9 +289,10 @@ def render() -> dict[str, str]:
             "`broker/cluster/elections.py`.",
             *_table_parts(partition.PARTITION_MACHINE), partition.STATE_DESCRIPTIONS,
             "Every leader or ISR change increments the partition's leader epoch. Leaders come "
-            "from the ISR only (no unclean election; seed 003: \"followers which are out of sync "
-            "will NOT be eligible to become leader\"), and an ISR is never emptied: its last "
-            "member stays, to lead again when it comes back.",
+            "from the ISR (seed 003: \"followers which are out of sync will NOT be eligible to "
+            "become leader\"), unless the topic's `unclean_leader_election_enable` allows the "
+            "first live replica when no ISR member is live; and an ISR is never emptied: its "
+            "last member stays, to lead again when it comes back.",
         ),
         "replica.md": _machine_page(
             "Replica (cluster controller)",
