@@ -29,12 +29,13 @@ import structlog
 import trio
 
 from broker.cluster import Cluster
-from broker.cluster.node import ClusterNode, ClusterStartError
+from broker.cluster.membership import ClusterStartError
 from broker.cluster.single import SingleBroker
+from broker.cluster.zk_cluster import ZooKeeperCluster
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
-from broker.identity import IdentityError, load_or_create
+from broker.identity import BrokerIdentity, IdentityError, load_or_create
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
@@ -264,11 +265,12 @@ async def _run_bound(
     clock: Callable[[], float],
 ) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        cluster = None if settings.zookeeper_connect is None else ClusterNode(settings)
         try:
             topics = Topics(settings, clock=clock)
         except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
             raise _data_directory_error(settings.data_path, exc) from exc
+        cluster = (None if settings.zookeeper_connect is None
+                   else ZooKeeperCluster(settings, topics))
         metrics: BrokerMetrics | None = None
         try:
             # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
@@ -278,11 +280,7 @@ async def _run_bound(
                 if cluster_id is None:
                     log.info("broker.stopped_before_joining")
                     return
-            try:
-                identity = load_or_create(settings.data_path, settings.broker_id,
-                                          cluster_id=cluster_id)
-            except (OSError, IdentityError) as exc:
-                raise StartupError(str(exc)) from exc
+            identity = _identity(settings, cluster_id)
             purgatory = FetchPurgatory()
             groups = GroupDriver(
                 settings.coordinator_config(), topics, purgatory, clock=clock,
@@ -290,30 +288,9 @@ async def _run_bound(
                 lead_all=cluster is None,
                 replication=cluster,
             )
-            store: SecurityStore = (FileSecurityStore(settings.data_path) if cluster is None
-                                    else ZkSecurityStore(cluster.zoo))
-            security = SecurityPolicy(
-                store, authorizer_enabled=settings.authorizer_enabled,
-                super_users=settings.super_users,
-                allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
-            try:
-                await security.load()
-            except SecurityStoreError as exc:
-                raise StartupError(str(exc)) from exc
-            credentials: CredentialStore = (
-                FileCredentialStore(settings.data_path) if cluster is None
-                else ZooKeeperCredentialStore(cluster.zoo))
-            try:
-                listener_security = BrokerSecurity(settings, credentials)
-            except TlsFileError as exc:
-                raise StartupError(str(exc)) from exc
-            listener_ports: dict[str, int] = {}
-            seam: Cluster = cluster if cluster is not None else SingleBroker(
-                settings, identity.broker_id, topics, purgatory, groups,
-                listener_ports=listener_ports)
-            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=seam,
-                                security=security, listener_security=listener_security,
-                                listener_ports=listener_ports)
+            security, listener_security = await _security(settings, cluster)
+            ctx = _context(settings, identity, topics, purgatory, groups, cluster,
+                           security, listener_security)
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(
@@ -335,24 +312,7 @@ async def _run_bound(
 
                 await nursery.start(serve)
                 if cluster is not None:
-                    advertised = [(e.name, *settings.advertised_endpoint(
-                        e.name, ctx.listener_ports[e.name])) for e in settings.endpoints]
-                    host, port = next((h, p) for name, h, p in advertised
-                                      if name == settings.inter_broker_endpoint.name)
-                    cluster.attach(broker_id=identity.broker_id,
-                                   directory_id=identity.directory_id,
-                                   host=host, port=port,
-                                   endpoints=() if settings.listeners == "" else tuple(advertised),
-                                   topics=topics,
-                                   groups=groups, purgatory=purgatory)
-                    try:
-                        await cluster.register()
-                    except ClusterStartError as exc:
-                        raise StartupError(str(exc)) from exc
-                    nursery.start_soon(cluster.serve)
-                    # announce once the controller's first view has arrived, so that clients
-                    # (and placement) never see a cluster of no brokers
-                    await cluster.first_metadata(FIRST_METADATA_WAIT_S)
+                    await _join(cluster, ctx, nursery)
                 log.info(
                     "broker.started",
                     broker_id=identity.broker_id,
@@ -377,8 +337,72 @@ async def _run_bound(
         log.info("broker.stopped", broker_id=identity.broker_id)
 
 
+def _identity(settings: BrokerSettings, cluster_id: str | None) -> BrokerIdentity:
+    try:
+        return load_or_create(settings.data_path, settings.broker_id, cluster_id=cluster_id)
+    except (OSError, IdentityError) as exc:
+        raise StartupError(str(exc)) from exc
+
+
+def _context(settings: BrokerSettings, identity: BrokerIdentity, topics: Topics,
+             purgatory: FetchPurgatory, groups: GroupDriver, zk_cluster: ZooKeeperCluster | None,
+             security: SecurityPolicy, listener_security: BrokerSecurity) -> BrokerContext:
+    """The handlers' context: with its cluster, the ZooKeeper one or a cluster of one."""
+    listener_ports: dict[str, int] = {}  # the context's, read by the cluster of one too
+    cluster: Cluster = zk_cluster if zk_cluster is not None else SingleBroker(
+        settings, identity.broker_id, topics, purgatory, groups, listener_ports=listener_ports)
+    return BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
+                         security=security, listener_security=listener_security,
+                         listener_ports=listener_ports)
+
+
+async def _security(
+    settings: BrokerSettings, cluster: ZooKeeperCluster | None
+) -> tuple[SecurityPolicy, BrokerSecurity]:
+    """The ACLs and quotas, loaded, and the listeners' TLS and SASL: kept in the data
+    directory, or in ZooKeeper for a cluster."""
+    store: SecurityStore = (FileSecurityStore(settings.data_path) if cluster is None
+                            else ZkSecurityStore(cluster.zoo))
+    security = SecurityPolicy(
+        store, authorizer_enabled=settings.authorizer_enabled,
+        super_users=settings.super_users,
+        allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
+    try:
+        await security.load()
+    except SecurityStoreError as exc:
+        raise StartupError(str(exc)) from exc
+    credentials: CredentialStore = (
+        FileCredentialStore(settings.data_path) if cluster is None
+        else ZooKeeperCredentialStore(cluster.zoo))
+    try:
+        return security, BrokerSecurity(settings, credentials)
+    except TlsFileError as exc:
+        raise StartupError(str(exc)) from exc
+
+
+async def _join(cluster: ZooKeeperCluster, ctx: BrokerContext, nursery: trio.Nursery) -> None:
+    """Once listening: register with the advertised addresses, take part in the cluster, and
+    return once the controller's first view has arrived, so that clients (and placement)
+    never see a cluster of no brokers."""
+    settings = ctx.settings
+    advertised = [(e.name, *settings.advertised_endpoint(e.name, ctx.listener_ports[e.name]))
+                  for e in settings.endpoints]
+    host, port = next((h, p) for name, h, p in advertised
+                      if name == settings.inter_broker_endpoint.name)
+    cluster.attach(broker_id=ctx.identity.broker_id, directory_id=ctx.identity.directory_id,
+                   host=host, port=port,
+                   endpoints=() if settings.listeners == "" else tuple(advertised),
+                   groups=ctx.groups, purgatory=ctx.purgatory)
+    try:
+        await cluster.register()
+    except ClusterStartError as exc:
+        raise StartupError(str(exc)) from exc
+    nursery.start_soon(cluster.serve)
+    await cluster.first_metadata(FIRST_METADATA_WAIT_S)
+
+
 async def _connect_unless_stopped(
-    cluster: ClusterNode, signals: AsyncIterator[int]
+    cluster: ZooKeeperCluster, signals: AsyncIterator[int]
 ) -> str | None:
     """The cluster id once ZooKeeper answers; None if SIGTERM or SIGINT came first (a broker
     waiting for ZooKeeper must still stop when asked)."""
@@ -396,7 +420,7 @@ async def _connect_unless_stopped(
 
 
 async def _obey_signals(
-    signals: AsyncIterator[int], server: BrokerServer, cluster: ClusterNode | None
+    signals: AsyncIterator[int], server: BrokerServer, cluster: ZooKeeperCluster | None
 ) -> None:
     async with trio.open_nursery() as nursery:
         async for signum in signals:
@@ -412,7 +436,8 @@ async def _obey_signals(
                 server.stop()
 
 
-async def _stop_after_controlled_shutdown(server: BrokerServer, cluster: ClusterNode) -> None:
+async def _stop_after_controlled_shutdown(server: BrokerServer,
+                                          cluster: ZooKeeperCluster) -> None:
     """Cluster mode: leaderships move to other replicas while this broker still serves (it
     becomes their follower), then it stops. A second signal stops it at once."""
     await cluster.shut_down_controlled()
