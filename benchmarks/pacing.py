@@ -6,15 +6,26 @@ omission"). So message ``i`` of a run at ``rate``/s is *intended* for ``start + 
 value carries that time, and the receiver's latency is ``arrival - intended``, however late the
 sender really got to it. Times are ``time.monotonic_ns()`` (CLOCK_MONOTONIC, one clock for every
 process of the machine), so the sender and the receiver may be different processes.
+
+Between sends a sender waits on a timer or on its socket, not in a loop: on a 2-core machine the
+broker and the receiver share the other core, and a sender spinning all the while would take its
+share from them -- the latency measured would be the contention. ``wait_until`` sleeps, then spins
+only the last ``SPIN_NS``.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 STAMP = struct.Struct(">q")
+# How long before a send time the sender stops sleeping and spins: time.sleep (clock_nanosleep on
+# Linux) wakes up to the timer slack (50 µs) late, later on a busy machine, and each microsecond
+# late is measured as latency of the system under test.
+SPIN_NS = 100_000
 
 
 @dataclass
@@ -49,11 +60,30 @@ class PacedSchedule:
         self.taken += len(times)
         return times
 
+    def next_ns(self) -> int | None:
+        """The intended time of the next message not taken yet (None when all are taken)."""
+        return None if self.done else self.intended_ns(self.taken)
+
     def wait_s(self, now_ns: int) -> float:
         """Seconds until the next message is due (0 when one is due or all are taken)."""
         if self.done:
             return 0.0
         return max(0.0, (self.intended_ns(self.taken) - now_ns) / 1e9)
+
+
+def wait_until(
+    due_ns: int,
+    sleep: Callable[[float], None] = time.sleep,
+    now_ns: Callable[[], int] = time.monotonic_ns,
+    spin_ns: int = SPIN_NS,
+) -> None:
+    """Return at ``due_ns`` (on ``now_ns``'s clock): ``sleep`` until ``spin_ns`` before it,
+    then spin only the rest."""
+    left = due_ns - now_ns()
+    if left > spin_ns:
+        sleep((left - spin_ns) / 1e9)
+    while now_ns() < due_ns:
+        pass
 
 
 def stamped_value(intended_ns: int, value_bytes: int) -> bytes:

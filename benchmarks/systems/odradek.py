@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from benchmarks.pacing import PacedSchedule, intended_of, stamped_value
+from benchmarks.pacing import PacedSchedule, intended_of, stamped_value, wait_until
 from benchmarks.servers import start_odradek
 from client import Admin, Consumer, Producer, TopicPartition
+from client.batch import RecordFuture
 
 LABEL = "odradek"
 start = start_odradek
@@ -41,14 +42,22 @@ def receive_latencies(
 
 
 def send_paced(address: str, target: str, schedule: PacedSchedule, value_bytes: int) -> None:
+    """Send each message when it is due. While a message awaits its answer the producer waits
+    on its socket: its poll wakes when the answer comes, and with one request in flight per
+    partition nothing could go before it anyway. Otherwise it waits on a timer (``wait_until``):
+    ``Producer.poll`` returns at once with nothing in flight, and waiting in it alone spun a
+    whole core, which the broker and the receiver share with the sender on a 2-core machine."""
     with Producer(address, acks=1, linger_ms=0) as producer:
         producer.partitions_for(target)
+        last: RecordFuture | None = None
         schedule.start(time.monotonic_ns())
-        while not schedule.done:
-            due = schedule.take(time.monotonic_ns(), BATCH)
-            if not due:
-                producer.poll(schedule.wait_s(time.monotonic_ns()))
-                continue
-            for intended in due:
-                producer.send(target, stamped_value(intended, value_bytes), partition=0)
+        while (next_ns := schedule.next_ns()) is not None:
+            while last is not None and not last.done():
+                left_ns = next_ns - time.monotonic_ns()
+                if left_ns <= 0:
+                    break
+                producer.poll(left_ns / 1e9)
+            wait_until(next_ns)
+            for intended in schedule.take(time.monotonic_ns(), BATCH):
+                last = producer.send(target, stamped_value(intended, value_bytes), partition=0)
         producer.flush()

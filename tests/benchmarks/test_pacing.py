@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.pacing import PacedSchedule, intended_of, latency_summary, stamped_value
+from benchmarks.pacing import (
+    SPIN_NS,
+    PacedSchedule,
+    intended_of,
+    latency_summary,
+    stamped_value,
+    wait_until,
+)
 
 MS = 1_000_000
 
@@ -37,3 +44,35 @@ def test_values_carry_their_intended_time() -> None:
 def test_latency_summary_uses_nearest_rank_percentiles() -> None:
     summary = latency_summary([i * MS for i in range(1, 1001)])  # 1 .. 1000 ms
     assert summary == {"p50_ms": 500.0, "p99_ms": 990.0, "p999_ms": 999.0, "max_ms": 1000.0}
+
+
+class FakeClock:
+    """A clock that moves 1 µs per reading and by what is asked of ``sleep``; records the
+    sleeps asked for."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.sleeps: list[float] = []
+
+    def now_ns(self) -> int:
+        self.now += 1_000
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += round(seconds * 1e9)
+
+
+def test_wait_until_sleeps_on_the_timer_and_spins_only_the_last_stretch() -> None:
+    clock = FakeClock()
+    wait_until(10 * MS, clock.sleep, clock.now_ns)
+    assert clock.sleeps == [pytest.approx((10 * MS - 1_000 - SPIN_NS) / 1e9)]
+    assert clock.now >= 10 * MS
+
+
+@pytest.mark.parametrize("due_ns", [SPIN_NS // 2, 0])
+def test_wait_until_never_sleeps_for_a_time_within_the_spin_or_past(due_ns: int) -> None:
+    clock = FakeClock()
+    wait_until(due_ns, clock.sleep, clock.now_ns)
+    assert clock.sleeps == []
+    assert clock.now >= due_ns
