@@ -57,6 +57,21 @@ CommitCallback = Callable[[Offsets, BaseException | None], None]
 _FETCHING = frozenset({ConsumerState.PART_OF_GROUP, ConsumerState.REDISCOVER_COORDINATOR})
 
 
+def _check_at_least(*settings: tuple[str, int, int]) -> None:
+    """(name, value, lowest allowed) of each setting; a ConfigError naming the first too low."""
+    for name, value, low in settings:
+        if value < low:
+            raise ConfigError(f"{name}={value} is invalid; it must be at least {low}")
+
+
+def _membership(network: NetworkClient, config: GroupConfig
+                ) -> tuple[GroupMembership, GroupCommits]:
+    """A group member's membership and commits, sharing one coordinator lookup."""
+    lookup = CoordinatorLookup(network, config.group_id, retry_backoff_ms=config.retry_backoff_ms)
+    group = GroupMembership(lookup, config)
+    return group, GroupCommits(lookup, group, retry_backoff_ms=config.retry_backoff_ms)
+
+
 class Consumer:
     def __init__(
         self,
@@ -86,7 +101,7 @@ class Consumer:
         default_api_timeout_ms: int = 60_000,
         **security: Unpack[SecurityOptions],
     ) -> None:
-        for name, value, low in (
+        _check_at_least(
             ("fetch_min_bytes", fetch_min_bytes, 0),
             ("fetch_max_wait_ms", fetch_max_wait_ms, 0),
             ("fetch_max_bytes", fetch_max_bytes, 1),
@@ -97,9 +112,7 @@ class Consumer:
             ("retry_backoff_ms", retry_backoff_ms, 0),
             ("default_api_timeout_ms", default_api_timeout_ms, 0),
             ("auto_commit_interval_ms", auto_commit_interval_ms, 1),
-        ):
-            if value < low:
-                raise ConfigError(f"{name}={value} is invalid; it must be at least {low}")
+        )
         config = None if group_id is None else GroupConfig(
             group_id=group_id,
             session_timeout_ms=session_timeout_ms,
@@ -142,11 +155,7 @@ class Consumer:
         self._group: GroupMembership | None = None
         self._commits: GroupCommits | None = None
         if config is not None:
-            lookup = CoordinatorLookup(
-                self._network, config.group_id, retry_backoff_ms=retry_backoff_ms
-            )
-            self._group = GroupMembership(lookup, config)
-            self._commits = GroupCommits(lookup, self._group, retry_backoff_ms=retry_backoff_ms)
+            self._group, self._commits = _membership(self._network, config)
         self._auto_commit = enable_auto_commit and config is not None
         self._auto_commit_interval = auto_commit_interval_ms / 1000
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
