@@ -619,17 +619,8 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
             if not first_error:
                 first_error.append(error)
 
-    settings: dict[str, Any] = {
-        "acks": args.acks,
-        "compression": args.compression,
-        "linger_ms": args.linger_ms,
-        "batch_bytes": args.batch_bytes,
-        "max_block_ms": args.api_timeout_ms,
-        "delivery_timeout_ms": max(args.api_timeout_ms, 30_000),
-    }
-    settings.update(args.properties)
     started = time.monotonic()
-    with StopRequest() as stop, Producer(args.bootstrap, **settings,
+    with StopRequest() as stop, Producer(args.bootstrap, **_producer_settings(args),
                                          **security_options(args)) as producer:
         producer.partitions_for(args.topic)  # fail fast, naming the topic, if it is unusable
         lines = iter(source)
@@ -670,8 +661,30 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
         producer.flush()
     if stopped is None and first_error:  # the last batches failed after the input ended
         stopped = (number, f"a message failed: {first_error[0]}")
-    elapsed = max(time.monotonic() - started, 1e-9)
-    acknowledged = sent - failed
+    _report_produced(args, output, sent - failed, failed,
+                     max(time.monotonic() - started, 1e-9), stopped)
+    if stopped is not None:
+        return 1
+    return 0 if stop.signum is None else 128 + stop.signum
+
+
+def _producer_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``produce``'s options as Producer settings; ``--property`` ones win."""
+    settings: dict[str, Any] = {
+        "acks": args.acks,
+        "compression": args.compression,
+        "linger_ms": args.linger_ms,
+        "batch_bytes": args.batch_bytes,
+        "max_block_ms": args.api_timeout_ms,
+        "delivery_timeout_ms": max(args.api_timeout_ms, 30_000),
+    }
+    settings.update(args.properties)
+    return settings
+
+
+def _report_produced(args: argparse.Namespace, output: Output, acknowledged: int, failed: int,
+                     elapsed: float, stopped: tuple[int, str] | None) -> None:
+    """The summary line (or JSON), and what stopped the input, if anything did."""
     if args.json:
         output.json(
             {
@@ -694,8 +707,6 @@ def cmd_produce(args: argparse.Namespace, output: Output, stdin: BinaryIO | None
             f"odradek: error: stopped after reading {stopped[0]} lines: {acknowledged} sent, "
             f"{failed} failed; stopped by {stopped[1]}"
         )
-        return 1
-    return 0 if stop.signum is None else 128 + stop.signum
 
 
 def cmd_consume(args: argparse.Namespace, output: Output) -> int:
