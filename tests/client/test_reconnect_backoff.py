@@ -7,18 +7,15 @@ from __future__ import annotations
 import errno
 import itertools
 import socket
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from client.errors import BrokerConnectionError, ConfigError
-from client.future import Future
 from client.network import NetworkClient, reconnect_delay
 from protocol.apis import ApiKey
-from protocol.framing import FrameDecoder
-from protocol.wire import decode_request, encode_response
+from protocol.wire import encode_response
+from tests.client.served_by_hand import drive, read_request
 
 
 class FakeClock:
@@ -27,30 +24,6 @@ class FakeClock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(5)
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-def drive(client: NetworkClient, future: Future, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not future.done():
-        assert time.monotonic() < deadline, "future not done in time"
-        client.poll(0.05)
-
-
-def read_request(conn: socket.socket) -> int:
-    decoder = FrameDecoder()
-    while (payload := decoder.next_frame()) is None:
-        decoder.receive_data(conn.recv(65536))
-    return decode_request(payload).header.correlation_id
 
 
 def test_the_delay_doubles_from_the_base_to_the_maximum() -> None:
