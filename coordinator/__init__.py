@@ -68,8 +68,8 @@ from coordinator.effects import (
 )
 from coordinator.group_state import GroupEvent, GroupState
 from coordinator.loader_state import LoaderEvent, LoaderState
-from protocol.statemachine import IllegalTransition
 from protocol.partitions import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
+from protocol.statemachine import IllegalTransition
 
 __all__ = [
     "BUILTIN_STRATEGIES",

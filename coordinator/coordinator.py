@@ -28,10 +28,10 @@ from coordinator.membership import Membership, TopicPartitionsLookup, new_uuid
 from coordinator.offsets import GroupOffsets
 from coordinator.offsets_topic import Record
 from coordinator.outbox import Outbox, TransitionListener
-from protocol.statemachine import IllegalTransition
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.partitions import offsets_partition_for
+from protocol.statemachine import IllegalTransition
 
 log = structlog.get_logger("odradek.coordinator")
 

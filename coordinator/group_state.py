@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from protocol.statemachine import Transition, TransitionTable
 from protocol.errors import ErrorCode
+from protocol.statemachine import Transition, TransitionTable
 
 
 class GroupState(Enum):

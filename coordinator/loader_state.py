@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from protocol.statemachine import Transition, TransitionTable
 from protocol.errors import ErrorCode
+from protocol.statemachine import Transition, TransitionTable
 
 
 class LoaderState(Enum):

@@ -37,9 +37,9 @@ from broker.cluster.partition_state import (
 )
 from broker.cluster.replica_state import ReplicaDeletion, ReplicaState
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
-from protocol.statemachine import IllegalTransition
 from protocol.apis import ApiKey
 from protocol.framing import FrameDecoder
+from protocol.statemachine import IllegalTransition
 from protocol.wire import decode_request, encode_request
 
 CONTROLLER_ID = 0
