@@ -16,6 +16,7 @@ election, and its controlled shutdown.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import structlog
 import trio
@@ -296,26 +297,25 @@ class Membership:
     async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
                        ) -> dict[tuple[str, int], str | None]:
         """Start moving partitions to new replicas (the controller's answer per partition)."""
-        if self.controller is None:
-            raise NotControllerError(
-                f"broker {self.broker_id} is not the controller "
-                f"(the controller is {self.cache.controller_id})")
-        try:
-            answer = await self.controller.reassign(wanted)
-        except NotControllerAnyMore as exc:
-            raise NotControllerError(str(exc)) from None
-        return answer
+        with self._as_controller() as controller:
+            return await controller.reassign(wanted)
 
     async def preferred_election(
         self, tps: list[tuple[str, int]] | None
     ) -> list[tuple[str, int]]:
         """Move leadership back to preferred replicas (the controller's answer: which moved)."""
+        with self._as_controller() as controller:
+            return await controller.elect_preferred(tps)
+
+    @contextlib.contextmanager
+    def _as_controller(self) -> Iterator[Controller]:
+        """This broker's controller, for a request only the controller answers: NOT_CONTROLLER
+        if it is not (or stops being) the controller meanwhile."""
         if self.controller is None:
             raise NotControllerError(
                 f"broker {self.broker_id} is not the controller "
                 f"(the controller is {self.cache.controller_id})")
         try:
-            moved = await self.controller.elect_preferred(tps)
+            yield self.controller
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
-        return moved
