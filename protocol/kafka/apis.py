@@ -1,0 +1,412 @@
+"""Kafka 0.10.2's API table: every request and response schema the Kafka codec speaks.
+
+One ``KafkaApi`` row per API with its version range and two ``Struct`` tables, fields in wire
+order with the versions they exist in, as in Kafka's ``common/message/*.json`` (names in
+snake_case). Exactly the APIs and versions of Apache Kafka 0.10.2 are here, because clients infer
+the broker's release from the ApiVersions table (kafka-python takes Metadata v4 for 0.11 and
+switches to record batches and idempotence): ApiVersions advertises this table and nothing else,
+so nothing unimplemented is ever advertised. Message sets (Produce's and Fetch's records) are
+``RECORDS``: opaque bytes, a memoryview of the frame.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from struct import error as struct_error
+from typing import Any
+
+from protocol.kafka.errors import EncodeError, MalformedMessageError
+from protocol.kafka.schema import Array, Field, Reader, Struct, Writer, compile_struct
+from protocol.kafka.types import (
+    BOOLEAN,
+    BYTES,
+    INT16_T,
+    INT32_T,
+    INT64_T,
+    NULLABLE_STRING,
+    RECORDS,
+    STRING,
+)
+
+F = Field
+
+
+class KafkaApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+
+
+class KafkaApi:
+    """One API: its versions and schemas, compiled once per version at import."""
+
+    def __init__(
+        self, key: KafkaApiKey, min_version: int, max_version: int,
+        request: Struct, response: Struct,
+    ) -> None:
+        self.key = key
+        self.name = "".join(part.capitalize() for part in key.name.split("_"))
+        self.min_version = min_version
+        self.max_version = max_version
+        self.request = request
+        self.response = response
+        versions = range(min_version, max_version + 1)
+        self._requests = {v: compile_struct(request, v) for v in versions}
+        self._responses = {v: compile_struct(response, v) for v in versions}
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+    def decode_request(self, version: int, buf: memoryview, pos: int = 0) -> tuple[Any, int]:
+        """The request body at ``pos`` and the position after it."""
+        return _decode(self._requests[version][0], buf, pos, f"{self.name} v{version} request")
+
+    def decode_response(self, version: int, buf: memoryview, pos: int = 0) -> tuple[Any, int]:
+        return _decode(self._responses[version][0], buf, pos, f"{self.name} v{version} response")
+
+    def encode_request(self, version: int, body: Any, out: bytearray) -> None:
+        _encode(self._requests[version][1], body, out, f"{self.name} v{version} request")
+
+    def encode_response(self, version: int, body: Any, out: bytearray) -> None:
+        _encode(self._responses[version][1], body, out, f"{self.name} v{version} response")
+
+
+def _decode(reader: Reader, buf: memoryview, pos: int, what: str) -> tuple[Any, int]:
+    """Every way the bytes can fail to parse is one error: struct's short reads, invalid
+    UTF-8 and a varint past the end included."""
+    try:
+        return reader(buf, pos)
+    except MalformedMessageError as exc:
+        raise MalformedMessageError(f"{what}: {exc}") from None
+    except (struct_error, ValueError, IndexError) as exc:
+        raise MalformedMessageError(f"{what}: {exc}") from None
+
+
+def _encode(writer: Writer, body: Any, out: bytearray, what: str) -> None:
+    try:
+        writer(out, body)
+    except EncodeError as exc:
+        raise EncodeError(f"{what}: {exc}") from None
+    except (struct_error, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise EncodeError(f"{what}: {type(exc).__name__}: {exc}") from None
+
+
+_ERROR = F("error_code", INT16_T)
+_THROTTLE_V1 = F("throttle_time_ms", INT32_T, since=1, default=0)
+_STRINGS = Array(STRING)
+
+PRODUCE = KafkaApi(
+    KafkaApiKey.PRODUCE, 0, 2,
+    Struct(
+        F("acks", INT16_T),
+        F("timeout_ms", INT32_T),
+        F("topic_data", Array(Struct(
+            F("name", STRING),
+            F("partition_data", Array(Struct(
+                F("index", INT32_T),
+                F("records", RECORDS),
+            ))),
+        ))),
+    ),
+    Struct(
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("partition_responses", Array(Struct(
+                F("index", INT32_T),
+                _ERROR,
+                F("base_offset", INT64_T),
+                F("log_append_time_ms", INT64_T, since=2, default=-1),
+            ))),
+        ))),
+        _THROTTLE_V1,
+    ),
+)
+
+FETCH = KafkaApi(
+    KafkaApiKey.FETCH, 0, 3,
+    Struct(
+        F("replica_id", INT32_T, default=-1),
+        F("max_wait_ms", INT32_T),
+        F("min_bytes", INT32_T),
+        F("max_bytes", INT32_T, since=3, default=0x7FFFFFFF),
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(Struct(
+                F("partition", INT32_T),
+                F("fetch_offset", INT64_T),
+                F("partition_max_bytes", INT32_T),
+            ))),
+        ))),
+    ),
+    Struct(
+        _THROTTLE_V1,
+        F("responses", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32_T),
+                _ERROR,
+                F("high_watermark", INT64_T),
+                F("records", RECORDS),
+            ))),
+        ))),
+    ),
+)
+
+LIST_OFFSETS = KafkaApi(
+    KafkaApiKey.LIST_OFFSETS, 0, 1,
+    Struct(
+        F("replica_id", INT32_T, default=-1),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32_T),
+                F("timestamp", INT64_T),
+                F("max_num_offsets", INT32_T, until=0, default=1),
+            ))),
+        ))),
+    ),
+    Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32_T),
+                _ERROR,
+                F("old_style_offsets", Array(INT64_T), until=0),
+                F("timestamp", INT64_T, since=1, default=-1),
+                F("offset", INT64_T, since=1, default=-1),
+            ))),
+        ))),
+    ),
+)
+
+METADATA = KafkaApi(
+    KafkaApiKey.METADATA, 0, 2,
+    # v0: an empty list means every topic; v1+: null means every topic, empty none
+    Struct(F("topics", Array(Struct(F("name", STRING))), nullable_since=1)),
+    Struct(
+        F("brokers", Array(Struct(
+            F("node_id", INT32_T),
+            F("host", STRING),
+            F("port", INT32_T),
+            F("rack", NULLABLE_STRING, since=1, default=None),
+        ))),
+        F("cluster_id", NULLABLE_STRING, since=2, default=None),
+        F("controller_id", INT32_T, since=1, default=-1),
+        F("topics", Array(Struct(
+            _ERROR,
+            F("name", STRING),
+            F("is_internal", BOOLEAN, since=1, default=False),
+            F("partitions", Array(Struct(
+                _ERROR,
+                F("partition_index", INT32_T),
+                F("leader_id", INT32_T),
+                F("replica_nodes", Array(INT32_T)),
+                F("isr_nodes", Array(INT32_T)),
+            ))),
+        ))),
+    ),
+)
+
+OFFSET_COMMIT = KafkaApi(
+    KafkaApiKey.OFFSET_COMMIT, 0, 2,
+    Struct(
+        F("group_id", STRING),
+        F("generation_id", INT32_T, since=1, default=-1),
+        F("member_id", STRING, since=1, default=""),
+        F("retention_time_ms", INT64_T, since=2, default=-1),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32_T),
+                F("committed_offset", INT64_T),
+                F("commit_timestamp", INT64_T, since=1, until=1, default=-1),
+                F("committed_metadata", NULLABLE_STRING),
+            ))),
+        ))),
+    ),
+    Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(F("partition_index", INT32_T), _ERROR))),
+        ))),
+    ),
+)
+
+OFFSET_FETCH = KafkaApi(
+    KafkaApiKey.OFFSET_FETCH, 0, 2,
+    Struct(
+        F("group_id", STRING),
+        # null (v2+): every partition the group has committed
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32_T)),
+        )), nullable_since=2),
+    ),
+    Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32_T),
+                F("committed_offset", INT64_T),
+                F("metadata", NULLABLE_STRING),
+                _ERROR,
+            ))),
+        ))),
+        F("error_code", INT16_T, since=2, default=0),
+    ),
+)
+
+FIND_COORDINATOR = KafkaApi(
+    KafkaApiKey.FIND_COORDINATOR, 0, 0,
+    Struct(F("key", STRING)),
+    Struct(_ERROR, F("node_id", INT32_T), F("host", STRING), F("port", INT32_T)),
+)
+
+JOIN_GROUP = KafkaApi(
+    KafkaApiKey.JOIN_GROUP, 0, 1,
+    Struct(
+        F("group_id", STRING),
+        F("session_timeout_ms", INT32_T),
+        F("rebalance_timeout_ms", INT32_T, since=1, default=-1),
+        F("member_id", STRING),
+        F("protocol_type", STRING),
+        F("protocols", Array(Struct(F("name", STRING), F("metadata", BYTES)))),
+    ),
+    Struct(
+        _ERROR,
+        F("generation_id", INT32_T, default=-1),
+        F("protocol_name", STRING),
+        F("leader", STRING),
+        F("member_id", STRING),
+        F("members", Array(Struct(F("member_id", STRING), F("metadata", BYTES)))),
+    ),
+)
+
+HEARTBEAT = KafkaApi(
+    KafkaApiKey.HEARTBEAT, 0, 0,
+    Struct(F("group_id", STRING), F("generation_id", INT32_T), F("member_id", STRING)),
+    Struct(_ERROR),
+)
+
+LEAVE_GROUP = KafkaApi(
+    KafkaApiKey.LEAVE_GROUP, 0, 0,
+    Struct(F("group_id", STRING), F("member_id", STRING)),
+    Struct(_ERROR),
+)
+
+SYNC_GROUP = KafkaApi(
+    KafkaApiKey.SYNC_GROUP, 0, 0,
+    Struct(
+        F("group_id", STRING),
+        F("generation_id", INT32_T),
+        F("member_id", STRING),
+        F("assignments", Array(Struct(F("member_id", STRING), F("assignment", BYTES)))),
+    ),
+    Struct(_ERROR, F("assignment", BYTES)),
+)
+
+DESCRIBE_GROUPS = KafkaApi(
+    KafkaApiKey.DESCRIBE_GROUPS, 0, 0,
+    Struct(F("groups", _STRINGS)),
+    Struct(
+        F("groups", Array(Struct(
+            _ERROR,
+            F("group_id", STRING),
+            F("group_state", STRING),
+            F("protocol_type", STRING),
+            F("protocol_data", STRING),
+            F("members", Array(Struct(
+                F("member_id", STRING),
+                F("client_id", STRING),
+                F("client_host", STRING),
+                F("member_metadata", BYTES),
+                F("member_assignment", BYTES),
+            ))),
+        ))),
+    ),
+)
+
+LIST_GROUPS = KafkaApi(
+    KafkaApiKey.LIST_GROUPS, 0, 0,
+    Struct(),
+    Struct(
+        _ERROR,
+        F("groups", Array(Struct(F("group_id", STRING), F("protocol_type", STRING)))),
+    ),
+)
+
+SASL_HANDSHAKE = KafkaApi(
+    KafkaApiKey.SASL_HANDSHAKE, 0, 0,
+    Struct(F("mechanism", STRING)),
+    Struct(_ERROR, F("mechanisms", Array(STRING))),
+)
+
+API_VERSIONS = KafkaApi(
+    KafkaApiKey.API_VERSIONS, 0, 1,
+    Struct(),
+    Struct(
+        _ERROR,
+        F("api_keys", Array(Struct(
+            F("api_key", INT16_T),
+            F("min_version", INT16_T),
+            F("max_version", INT16_T),
+        ))),
+        _THROTTLE_V1,
+    ),
+)
+
+CREATE_TOPICS = KafkaApi(
+    KafkaApiKey.CREATE_TOPICS, 0, 1,
+    Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("num_partitions", INT32_T),
+            F("replication_factor", INT16_T),
+            F("assignments", Array(Struct(
+                F("partition_index", INT32_T),
+                F("broker_ids", Array(INT32_T)),
+            ))),
+            F("configs", Array(Struct(F("name", STRING), F("value", NULLABLE_STRING)))),
+        ))),
+        F("timeout_ms", INT32_T, default=60000),
+        F("validate_only", BOOLEAN, since=1, default=False),
+    ),
+    Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            _ERROR,
+            F("error_message", NULLABLE_STRING, since=1, default=None),
+        ))),
+    ),
+)
+
+DELETE_TOPICS = KafkaApi(
+    KafkaApiKey.DELETE_TOPICS, 0, 0,
+    Struct(F("topic_names", _STRINGS), F("timeout_ms", INT32_T)),
+    Struct(F("responses", Array(Struct(F("name", STRING), _ERROR)))),
+)
+
+#: the table ApiVersions advertises, by key
+KAFKA_APIS: dict[int, KafkaApi] = {
+    api.key: api
+    for api in (
+        PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
+        JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
+        SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
+    )
+}
+assert set(KAFKA_APIS) == set(KafkaApiKey), "every key needs its schemas"
