@@ -12,11 +12,9 @@ so nothing unimplemented is ever advertised. Message sets (Produce's and Fetch's
 from __future__ import annotations
 
 from enum import IntEnum
-from struct import error as struct_error
 from typing import Any
 
-from protocol.kafka.errors import EncodeError, MalformedMessageError
-from protocol.kafka.schema import Array, Field, Reader, Struct, Writer, compile_struct
+from protocol.kafka.schema import Array, Field, Struct, compile_struct, decode_with, encode_with
 from protocol.kafka.types import (
     BOOLEAN,
     BYTES,
@@ -73,36 +71,17 @@ class KafkaApi:
 
     def decode_request(self, version: int, buf: memoryview, pos: int = 0) -> tuple[Any, int]:
         """The request body at ``pos`` and the position after it."""
-        return _decode(self._requests[version][0], buf, pos, f"{self.name} v{version} request")
+        return decode_with(self._requests[version][0], buf, pos, f"{self.name} v{version} request")
 
     def decode_response(self, version: int, buf: memoryview, pos: int = 0) -> tuple[Any, int]:
-        return _decode(self._responses[version][0], buf, pos, f"{self.name} v{version} response")
+        what = f"{self.name} v{version} response"
+        return decode_with(self._responses[version][0], buf, pos, what)
 
     def encode_request(self, version: int, body: Any, out: bytearray) -> None:
-        _encode(self._requests[version][1], body, out, f"{self.name} v{version} request")
+        encode_with(self._requests[version][1], body, out, f"{self.name} v{version} request")
 
     def encode_response(self, version: int, body: Any, out: bytearray) -> None:
-        _encode(self._responses[version][1], body, out, f"{self.name} v{version} response")
-
-
-def _decode(reader: Reader, buf: memoryview, pos: int, what: str) -> tuple[Any, int]:
-    """Every way the bytes can fail to parse is one error: struct's short reads, invalid
-    UTF-8 and a varint past the end included."""
-    try:
-        return reader(buf, pos)
-    except MalformedMessageError as exc:
-        raise MalformedMessageError(f"{what}: {exc}") from None
-    except (struct_error, ValueError, IndexError) as exc:
-        raise MalformedMessageError(f"{what}: {exc}") from None
-
-
-def _encode(writer: Writer, body: Any, out: bytearray, what: str) -> None:
-    try:
-        writer(out, body)
-    except EncodeError as exc:
-        raise EncodeError(f"{what}: {exc}") from None
-    except (struct_error, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise EncodeError(f"{what}: {type(exc).__name__}: {exc}") from None
+        encode_with(self._responses[version][1], body, out, f"{self.name} v{version} response")
 
 
 _ERROR = F("error_code", INT16_T)

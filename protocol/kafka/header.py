@@ -25,7 +25,7 @@ from protocol.kafka.errors import (
     UnknownApiKeyError,
     UnsupportedApiVersionError,
 )
-from protocol.kafka.schema import Field, Struct, compile_struct
+from protocol.kafka.schema import Field, Struct, compile_struct, decode_with
 from protocol.kafka.types import (
     COMPACT_STRING,
     INT16_T,
@@ -96,19 +96,16 @@ def read_request_header(frame: Buffer) -> tuple[dict[str, Any], int]:
     """The whole header (v1, or v2 for ApiVersions v3+) and where the body begins."""
     start = peek_request_header(frame)
     read = _HEADERS[request_header_version(start.api_key, start.api_version)][0]
-    try:
-        return read(memoryview(frame), 0)
-    except (struct.error, ValueError, IndexError) as exc:
-        raise MalformedMessageError(f"request header: {exc}") from None
+    header: tuple[dict[str, Any], int] = decode_with(read, memoryview(frame), 0, "request header")
+    return header
 
 
 def read_flexible_api_versions(frame: Buffer) -> dict[str, Any]:
     """An ApiVersions v3+ request's client software name and version (KIP-511)."""
     _, pos = read_request_header(frame)
-    try:
-        return _FLEXIBLE_API_VERSIONS[0](memoryview(frame), pos)[0]  # type: ignore[no-any-return]
-    except (struct.error, ValueError, IndexError) as exc:
-        raise MalformedMessageError(f"ApiVersions v3+ request: {exc}") from None
+    read = _FLEXIBLE_API_VERSIONS[0]
+    body: dict[str, Any] = decode_with(read, memoryview(frame), pos, "ApiVersions v3+ request")[0]
+    return body
 
 
 def decode_request(frame: Buffer) -> KafkaRequest:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from protocol.kafka.errors import MalformedMessageError
+from protocol.kafka.errors import EncodeError, MalformedMessageError
 from protocol.kafka.types import INT32, KafkaType, read_uvarint, write_uvarint
 
 Reader = Callable[[memoryview, int], tuple[Any, int]]
@@ -93,6 +93,27 @@ def compile_struct(schema: Struct, version: int) -> tuple[Reader, Writer]:
     if run:
         _fuse(run, read_steps, write_steps)
     return _struct_reader(read_steps), _struct_writer(write_steps)
+
+
+def decode_with(reader: Reader, buf: memoryview, pos: int, what: str) -> tuple[Any, int]:
+    """``reader``'s value at ``pos``, every way the bytes can fail to parse made one error
+    naming ``what`` was read: struct's short reads, invalid UTF-8, a varint past the end."""
+    try:
+        return reader(buf, pos)
+    except MalformedMessageError as exc:
+        raise MalformedMessageError(f"{what}: {exc}") from None
+    except (struct.error, ValueError, IndexError) as exc:
+        raise MalformedMessageError(f"{what}: {exc}") from None
+
+
+def encode_with(writer: Writer, value: Any, out: bytearray, what: str) -> None:
+    """``writer`` applied, a value that does not fit made one error naming ``what``."""
+    try:
+        writer(out, value)
+    except EncodeError as exc:
+        raise EncodeError(f"{what}: {exc}") from None
+    except (struct.error, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise EncodeError(f"{what}: {type(exc).__name__}: {exc}") from None
 
 
 def compile_type(kind: KafkaType | Struct | Array, version: int) -> tuple[Reader, Writer]:

@@ -32,7 +32,7 @@ def _primitive(kind: KafkaType) -> Any:
     if kind.name in _INTS:
         bits = _INTS[kind.name]
         return st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-    if kind.name == "uint32":
+    if kind.name in ("uint32", "uvarint"):
         return st.integers(0, 0xFFFFFFFF)
     if kind.name == "boolean":
         return st.booleans()
