@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.apis import ApiKey
 from protocol.kafka.apis import (
     FETCH,
     JOIN_GROUP,
@@ -20,6 +21,7 @@ from protocol.kafka.apis import (
     OFFSET_COMMIT,
     PRODUCE,
     KafkaApi,
+    KafkaApiKey,
 )
 from protocol.kafka.errors import EncodeError, MalformedMessageError
 from tests.kafka_format import message
@@ -196,3 +198,11 @@ def test_a_huge_records_length_is_malformed() -> None:
     wire += b"\x00\x00\x00\x01" + b"\x00\x00\x00\x00" + b"\x7f\xff\xff\xff" + b"abc"
     with pytest.raises(MalformedMessageError, match="records of 2147483647 bytes"):
         PRODUCE.decode_request(0, memoryview(wire))
+
+
+def test_api_keys_shared_with_the_native_protocol_keep_the_same_numbers() -> None:
+    """The native registry already uses Kafka's key numbers (DESIGN.md); the two tables must
+    never disagree on an API both have, so the broker can map one onto the other by name."""
+    shared = set(KafkaApiKey.__members__) & set(ApiKey.__members__)
+    assert shared >= {"PRODUCE", "FETCH", "METADATA", "JOIN_GROUP", "API_VERSIONS"}
+    assert {n: KafkaApiKey[n].value for n in shared} == {n: ApiKey[n].value for n in shared}
