@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import trio
 
-TopicPartition = tuple[str, int]
+from protocol.partitions import TopicPartition
 
 
 class FetchPurgatory:
@@ -56,7 +56,7 @@ class FetchPurgatory:
 
     def appended(self, topic: str, partition: int) -> None:
         """Wake every fetch waiting on this partition (new data, or the partition is gone)."""
-        for scope in self._waiting.pop((topic, partition), ()):
+        for scope in self._waiting.pop(TopicPartition(topic, partition), ()):
             scope.cancel()
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from broker.cluster.controller_model import ShutdownDecision
     from broker.cluster.metadata_cache import LiveBroker, PartitionView
     from broker.topics import Topic
+    from protocol.partitions import TopicPartition
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,10 @@ class Cluster(Protocol):
     async def controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
         """Move ``broker_id``'s leaderships away (answered by the controller only)."""
 
-    async def preferred_election(self, tps: list[tuple[str, int]] | None
-                                 ) -> list[tuple[str, int]]:
+    async def preferred_election(self, tps: list[TopicPartition] | None
+                                 ) -> list[TopicPartition]:
         """Move leadership back to preferred replicas; which moved."""
 
-    async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
-                       ) -> dict[tuple[str, int], str | None]:
+    async def reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
+                       ) -> dict[TopicPartition, str | None]:
         """Start moving partitions to new replicas: a problem per partition, or None."""

@@ -55,7 +55,6 @@ from broker.cluster.controller_model import (
     Change,
     ControllerModel,
     ShutdownDecision,
-    TopicPartition,
 )
 from broker.cluster.links import LinkSecurity, RequestQueue
 from broker.cluster.replica_state import ReplicaDeletion
@@ -64,6 +63,7 @@ from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
 from protocol.errors import StaleControllerEpochError
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger(__name__)
 
@@ -242,7 +242,7 @@ class Controller:
                 continue
             self.model.add_topic(topic, assignment, configs)
             for partition, state in states.items():
-                self.model.adopt_state((topic, partition), state)
+                self.model.adopt_state(TopicPartition(topic, partition), state)
         for broker_id, reg in registrations.items():
             self._open_queue(broker_id, reg)
         await self._write(self.model.elect_new(self.model.partitions_without_state()))
@@ -534,7 +534,7 @@ class Controller:
                 if got is None:
                     continue
                 try:
-                    changed += zk.decode_isr_change(path, got[0])
+                    changed += [TopicPartition(*tp) for tp in zk.decode_isr_change(path, got[0])]
                 except zk.ZkFormatError as exc:
                     log.warning("controller.bad_isr_change", reason=str(exc))
             delete_many(client, [path for path, got in found.items() if got is not None])
@@ -637,7 +637,8 @@ class Controller:
             data, _ = self.zoo.kazoo.get(zk.REASSIGN_PARTITIONS)
         except NoNodeError:
             return {}
-        return zk.decode_reassignments(data)
+        return {TopicPartition(*tp): replicas
+                for tp, replicas in zk.decode_reassignments(data).items()}
 
     async def _on_controlled_shutdown(self, event: ControlledShutdown) -> ShutdownDecision:
         broker_id = event.broker_id

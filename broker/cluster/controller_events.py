@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import get_args
 
-TopicPartition = tuple[str, int]
+from protocol.partitions import TopicPartition
 
 
 @dataclass(frozen=True)

@@ -49,11 +49,10 @@ from broker.cluster.replica_state import (
     ReplicaStates,
 )
 from broker.cluster.zk_layout import NO_LEADER, BrokerRegistration, LeaderIsr
+from protocol.partitions import TopicPartition
 from protocol.statemachine import IllegalTransition
 
 log = structlog.get_logger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -86,10 +85,10 @@ class ShutdownDecision:
     changes: list[Change]
     #: led by it still, but another replica is live and not stopping: once that one is in
     #: sync, another attempt moves the partition (Kafka's "partitions remaining")
-    remaining: list[TopicPartition]
+    remaining: Sequence[tuple[str, int]]
     #: led by it, and no other replica is live and not stopping (all down or stopping too,
     #: or it is the only replica): no attempt will move it, it goes offline with the broker
-    unmovable: list[TopicPartition]
+    unmovable: Sequence[tuple[str, int]]
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,8 @@ class ControllerModel:
         return self.assignments.get(tp[0], {}).get(tp[1], ())
 
     def partitions(self) -> list[TopicPartition]:
-        return [(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
+        return [TopicPartition(t, p)
+                for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
 
     def partitions_without_state(self) -> list[TopicPartition]:
         """Partitions whose state znode was never written (a controller died in between)."""
@@ -175,7 +175,7 @@ class ControllerModel:
         for partition, replicas in sorted(assignment.items()):
             if partition not in known:
                 known[partition] = tuple(replicas)
-                tp = (topic, partition)
+                tp = TopicPartition(topic, partition)
                 self._move(tp, PartitionEvent.CREATED)
                 self.replica_states.move(self._replicas_of(tp), ReplicaEvent.CREATED)
                 new.append(tp)
@@ -193,7 +193,7 @@ class ControllerModel:
 
     def _remove_partitions(self, topic: str) -> list[TopicPartition]:
         """The topic leaves the partition machine (its replicas stay, to be deleted)."""
-        removed = [(topic, p) for p in sorted(self.assignments.pop(topic, {}))]
+        removed = [TopicPartition(topic, p) for p in sorted(self.assignments.pop(topic, {}))]
         self.configs.pop(topic, None)
         for tp in removed:
             self._move(tp, PartitionEvent.DELETED)
@@ -543,7 +543,7 @@ class ControllerModel:
         for topic, partition in tps:
             for replica in self.assignments.get(topic, {}).get(partition, ()):
                 if replica in self.live:
-                    per_broker.setdefault(replica, []).append((topic, partition))
+                    per_broker.setdefault(replica, []).append(TopicPartition(topic, partition))
         return {b: self.stop_replica_request(found, delete=delete)
                 for b, found in per_broker.items()}
 

@@ -25,6 +25,7 @@ from broker.settings import BrokerSettings
 from broker.topics import Topics
 from coordinator import OFFSETS_TOPIC
 from protocol.errors import BrokerError, StaleControllerEpochError
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger(__name__)
 
@@ -72,7 +73,7 @@ class ControllerRequests:
             self._leader_addresses[b["node_id"]] = (b["host"], b["port"])
         results = []
         for p in body["partitions"]:
-            tp = (p["topic"], p["partition"])
+            tp = TopicPartition(p["topic"], p["partition"])
             code = 0
             known = self.replicas.replicas.get(tp)
             if known is not None and p["leader_epoch"] < known.leader_epoch:
@@ -85,7 +86,7 @@ class ControllerRequests:
             results.append({"topic": tp[0], "partition": tp[1], "error_code": code})
         return {"error_code": 0, "partitions": results}
 
-    async def _become(self, tp: tuple[str, int], p: dict[str, Any]) -> None:
+    async def _become(self, tp: TopicPartition, p: dict[str, Any]) -> None:
         topic, partition = tp
         if self._topics.log(topic, partition) is None:
             configs = await self.zoo.call(self._read_configs, topic)
@@ -148,7 +149,7 @@ class ControllerRequests:
         self._check_epoch(body)
         results = []
         for p in body["partitions"]:
-            tp = (p["topic"], p["partition"])
+            tp = TopicPartition(p["topic"], p["partition"])
             self.replicas.stop(tp)
             if tp[0] == OFFSETS_TOPIC:
                 self._lead_groups(tp[1], None)

@@ -37,6 +37,7 @@ from broker.identity import new_cluster_id
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, NotControllerError
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger(__name__)
 
@@ -294,15 +295,15 @@ class Membership:
         except NotControllerAnyMore as exc:
             raise NotControllerError(str(exc)) from None
 
-    async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
-                       ) -> dict[tuple[str, int], str | None]:
+    async def reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
+                       ) -> dict[TopicPartition, str | None]:
         """Start moving partitions to new replicas (the controller's answer per partition)."""
         with self._as_controller() as controller:
             return await controller.reassign(wanted)
 
     async def preferred_election(
-        self, tps: list[tuple[str, int]] | None
-    ) -> list[tuple[str, int]]:
+        self, tps: list[TopicPartition] | None
+    ) -> list[TopicPartition]:
         """Move leadership back to preferred replicas (the controller's answer: which moved)."""
         with self._as_controller() as controller:
             return await controller.elect_preferred(tps)

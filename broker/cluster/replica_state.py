@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from protocol.partitions import TopicPartition
 from protocol.statemachine import IllegalTransition, Transition, TransitionTable
 
 log = structlog.get_logger(__name__)
@@ -134,7 +135,7 @@ class ReplicaDeletion:
 
     broker_id: int
     topic: str
-    partitions: tuple[tuple[str, int], ...]
+    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass
@@ -175,9 +176,9 @@ class ReplicaStates:
 
     def deletions(self, replicas: Iterable[Replica]) -> Iterator[ReplicaDeletion]:
         """One StopReplica (delete) per broker and topic for ``replicas``."""
-        grouped: dict[tuple[int, str], list[tuple[str, int]]] = {}
+        grouped: dict[tuple[int, str], list[TopicPartition]] = {}
         for topic, partition, broker_id in sorted(replicas):
-            grouped.setdefault((broker_id, topic), []).append((topic, partition))
+            grouped.setdefault((broker_id, topic), []).append(TopicPartition(topic, partition))
         for (broker_id, topic), tps in sorted(grouped.items()):
             yield ReplicaDeletion(broker_id, topic, tuple(tps))
 

@@ -52,12 +52,11 @@ from protocol.errors import (
     UnknownLeaderEpochError,
     UnsupportedVersionError,
 )
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger(__name__)
 
 _OFFSET = struct.Struct(">q")
-
-TopicPartition = tuple[str, int]
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
@@ -391,7 +390,7 @@ class ReplicaManager:
         for t in body["topics"]:
             parts = []
             for p in t["partitions"]:
-                tp = (t["name"], p["partition"])
+                tp = TopicPartition(t["name"], p["partition"])
                 replica = self.leading(tp)
                 if replica is None:
                     parts.append({"partition": tp[1], "leader_epoch": -1, "end_offset": -1,
@@ -527,7 +526,7 @@ class ReplicaFetcher:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
         for t in answer["topics"]:
             for p in t["partitions"]:
-                replica = self.partitions.get((t["name"], p["partition"]))
+                replica = self.partitions.get(TopicPartition(t["name"], p["partition"]))
                 if replica is None or p["error_code"] != ErrorCode.NONE:
                     continue
                 plog = replica.plog
@@ -563,7 +562,7 @@ class ReplicaFetcher:
             return
         for t in answer["topics"]:
             for p in t["partitions"]:
-                replica = self.partitions.get((t["name"], p["partition"]))
+                replica = self.partitions.get(TopicPartition(t["name"], p["partition"]))
                 if replica is not None:
                     self._take(replica, p)
 

@@ -25,6 +25,7 @@ from protocol.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
+from protocol.partitions import TopicPartition
 
 
 class SingleBroker:
@@ -197,13 +198,13 @@ class SingleBroker:
         raise InvalidRequestError(
             f"broker {self.broker_id} runs without zookeeper_connect: there is no controller")
 
-    async def preferred_election(self, tps: list[tuple[str, int]] | None
-                                 ) -> list[tuple[str, int]]:
+    async def preferred_election(self, tps: list[TopicPartition] | None
+                                 ) -> list[TopicPartition]:
         """It leads everything: nothing to elect."""
         return []
 
-    async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
-                       ) -> dict[tuple[str, int], str | None]:
+    async def reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
+                       ) -> dict[TopicPartition, str | None]:
         """Only "all on this broker" is a valid assignment, and nothing moves."""
         return {tp: None if replicas == [self.broker_id] else
                 f"a single broker ({self.broker_id}) holds every replica"

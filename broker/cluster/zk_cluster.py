@@ -39,6 +39,7 @@ from protocol.errors import (
     OffsetNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from protocol.partitions import TopicPartition
 
 
 class ZooKeeperCluster:
@@ -130,7 +131,7 @@ class ZooKeeperCluster:
     def check_leader(self, topic: str, partition: int) -> None:
         """Produce, Fetch and ListOffsets are for the leader (seed 003: "Consumers and
         Producers can only fetch and produce requests to leader brokers")."""
-        if self.replicas.leading((topic, partition)) is not None:
+        if self.replicas.leading(TopicPartition(topic, partition)) is not None:
             return
         view = self.cache.partition(topic, partition)
         if view is None:
@@ -142,7 +143,7 @@ class ZooKeeperCluster:
             f"(broker {view.leader} does)")
 
     def check_high_watermark_known(self, topic: str, partition: int) -> None:
-        if self.replicas.high_watermark_pending((topic, partition)):
+        if self.replicas.high_watermark_pending(TopicPartition(topic, partition)):
             raise OffsetNotAvailableError(
                 f"{topic}-{partition}: the new leader (broker {self.broker_id}) does not know "
                 "its high watermark yet")
@@ -153,20 +154,20 @@ class ZooKeeperCluster:
         return self.settings.min_insync_replicas if value is None else int(value)
 
     def check_min_isr(self, topic: str, partition: int) -> None:
-        self.replicas.check_min_isr((topic, partition), self.min_insync(topic))
+        self.replicas.check_min_isr(TopicPartition(topic, partition), self.min_insync(topic))
 
     def prepare_produce(self, topic: str, may_create: Callable[[], bool]) -> None:
         """A produce creates no topic in a cluster: it goes to a partition's leader."""
 
     def appended(self, topic: str, partition: int) -> None:
-        self.replicas.appended((topic, partition))
+        self.replicas.appended(TopicPartition(topic, partition))
 
     async def await_replication(self, topic: str, partition: int, last_offset: int,
                                 deadline: float) -> None:
         self._produces_waiting += 1  # the produce purgatory's size, for the metrics
         try:
             await self.replicas.wait_for_replication(
-                (topic, partition), last_offset, self.min_insync(topic), deadline)
+                TopicPartition(topic, partition), last_offset, self.min_insync(topic), deadline)
         finally:
             self._produces_waiting -= 1
 
@@ -176,13 +177,14 @@ class ZooKeeperCluster:
 
     def follower_fetched(self, follower: int, topic: str, partition: int,
                          fetch_offset: int, log_start_offset: int = -1) -> None:
-        self.replicas.follower_fetched(follower, (topic, partition), fetch_offset, -1,
+        self.replicas.follower_fetched(follower, TopicPartition(topic, partition), fetch_offset, -1,
                                        log_start_offset)
 
     async def await_low_watermark(self, topic: str, partition: int, offset: int,
                                   deadline: float) -> int:
         """DeleteRecords: until every live replica's log start has reached ``offset``."""
-        return await self.replicas.wait_for_low_watermark((topic, partition), offset, deadline)
+        return await self.replicas.wait_for_low_watermark(
+            TopicPartition(topic, partition), offset, deadline)
 
     def replica_stats(self) -> ReplicaStats:
         if self._applied is None:  # not a member yet: it leads and follows nothing
@@ -275,10 +277,10 @@ class ZooKeeperCluster:
     async def controlled_shutdown(self, broker_id: int) -> ShutdownDecision:
         return await self._membership.controlled_shutdown(broker_id)
 
-    async def preferred_election(self, tps: list[tuple[str, int]] | None
-                                 ) -> list[tuple[str, int]]:
+    async def preferred_election(self, tps: list[TopicPartition] | None
+                                 ) -> list[TopicPartition]:
         return await self._membership.preferred_election(tps)
 
-    async def reassign(self, wanted: list[tuple[tuple[str, int], list[int]]]
-                       ) -> dict[tuple[str, int], str | None]:
+    async def reassign(self, wanted: list[tuple[TopicPartition, list[int]]]
+                       ) -> dict[TopicPartition, str | None]:
         return await self._membership.reassign(wanted)

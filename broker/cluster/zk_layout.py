@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.security.listeners import parse_endpoints
+from protocol.partitions import TopicPartition
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -282,7 +283,7 @@ def decode_config_change(path: str, data: bytes) -> list[str]:
     return [str(t) for t in topics]
 
 
-def encode_reassignments(moves: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+def encode_reassignments(moves: Mapping[TopicPartition, Sequence[int]]) -> bytes:
     return _dump({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(moves.items())
     ]})

@@ -14,6 +14,7 @@ from typing import Any
 from broker.cluster import Cluster
 from broker.context import BrokerContext
 from protocol.errors import ErrorCode
+from protocol.partitions import TopicPartition
 from protocol.schema import for_version
 from protocol.wire import Request
 
@@ -56,7 +57,7 @@ async def elect_leaders(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     cluster = _node(ctx, request)
     wanted = request.body["topic_partitions"]
     tps = None if wanted is None else [
-        (t["topic"], p) for t in wanted for p in t["partitions"]]
+        TopicPartition(t["topic"], p) for t in wanted for p in t["partitions"]]
     elected = await cluster.preferred_election(tps)
     return {"error_code": 0, "error_message": None,
             "elected": [{"topic": t, "partition": p} for t, p in elected]}
@@ -68,14 +69,14 @@ async def offsets_for_leader_epoch(ctx: BrokerContext, request: Request) -> dict
 
 async def alter_partition_reassignments(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     cluster = _node(ctx, request)
-    wanted = [((t["name"], p["partition"]), p["replicas"])
+    wanted = [(TopicPartition(t["name"], p["partition"]), p["replicas"])
               for t in request.body["topics"] for p in t["partitions"]]
     problems = await cluster.reassign(wanted)
     topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), _ in wanted:
-        problem = problems.get((topic, partition))
-        topics.setdefault(topic, []).append({
-            "partition": partition,
+    for tp, _ in wanted:
+        problem = problems.get(tp)
+        topics.setdefault(tp.topic, []).append({
+            "partition": tp.partition,
             "error_code": 0 if problem is None else int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
             "error_message": problem,
         })

@@ -34,6 +34,7 @@ from broker.security.quotas import CONSUMER_BYTE_RATE
 from protocol.acls import ResourceType
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode
+from protocol.partitions import TopicPartition
 from protocol.wire import Request
 
 log = structlog.get_logger(__name__)
@@ -52,7 +53,8 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
         denied = {t["name"] for t in body["topics"]
                   if not ctx.security.allowed(ApiKey.FETCH, ResourceType.TOPIC, t["name"])}
     deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
-    partitions = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    partitions = [TopicPartition(t["name"], p["partition"])
+                  for t in body["topics"] for p in t["partitions"]]
     while True:
         topics, available, failed = _read(ctx, body["topics"], max(0, body["max_bytes"]),
                                           replica_id, version, denied)
@@ -76,7 +78,7 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
     return _response(topics, throttle_ms if version >= 2 else None)
 
 
-async def _park(ctx: BrokerContext, partitions: list[tuple[str, int]], deadline: float) -> bool:
+async def _park(ctx: BrokerContext, partitions: list[TopicPartition], deadline: float) -> bool:
     """Wait in the purgatory; True if the client closed its connection meanwhile."""
     client = CLIENT_CONNECTION.get()
     if client is None:
