@@ -64,6 +64,22 @@ def _check_at_least(*settings: tuple[str, int, int]) -> None:
             raise ConfigError(f"{name}={value} is invalid; it must be at least {low}")
 
 
+def _fetch_config(*, min_bytes: int, max_wait_ms: int, max_bytes: int, partition_bytes: int,
+                  max_partition_bytes: int, check_crcs: bool, retry_backoff_ms: int
+                  ) -> FetchConfig:
+    """The fetcher's settings, their bounds checked first under the Consumer's own names."""
+    _check_at_least(
+        ("fetch_min_bytes", min_bytes, 0),
+        ("fetch_max_wait_ms", max_wait_ms, 0),
+        ("fetch_max_bytes", max_bytes, 1),
+        ("partition_fetch_bytes", partition_bytes, 1),
+        ("max_partition_fetch_bytes", max_partition_bytes, partition_bytes),
+    )
+    return FetchConfig(min_bytes=min_bytes, max_wait_ms=max_wait_ms, max_bytes=max_bytes,
+                       partition_bytes=partition_bytes, max_partition_bytes=max_partition_bytes,
+                       check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms)
+
+
 def _membership(network: NetworkClient, config: GroupConfig
                 ) -> tuple[GroupMembership, GroupCommits]:
     """A group member's membership and commits, sharing one coordinator lookup."""
@@ -101,12 +117,11 @@ class Consumer:
         default_api_timeout_ms: int = 60_000,
         **security: Unpack[SecurityOptions],
     ) -> None:
+        fetch_config = _fetch_config(
+            min_bytes=fetch_min_bytes, max_wait_ms=fetch_max_wait_ms, max_bytes=fetch_max_bytes,
+            partition_bytes=partition_fetch_bytes, max_partition_bytes=max_partition_fetch_bytes,
+            check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms)
         _check_at_least(
-            ("fetch_min_bytes", fetch_min_bytes, 0),
-            ("fetch_max_wait_ms", fetch_max_wait_ms, 0),
-            ("fetch_max_bytes", fetch_max_bytes, 1),
-            ("partition_fetch_bytes", partition_fetch_bytes, 1),
-            ("max_partition_fetch_bytes", max_partition_fetch_bytes, partition_fetch_bytes),
             ("max_poll_records", max_poll_records, 1),
             ("request_timeout_ms", request_timeout_ms, 1),
             ("retry_backoff_ms", retry_backoff_ms, 0),
@@ -114,14 +129,10 @@ class Consumer:
             ("auto_commit_interval_ms", auto_commit_interval_ms, 1),
         )
         config = None if group_id is None else GroupConfig(
-            group_id=group_id,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            assignment_strategy=partition_assignment_strategy,
-            retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
-        )
+            group_id=group_id, session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            assignment_strategy=partition_assignment_strategy, retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms)
         self._max_poll_records = max_poll_records
         self._backoff = retry_backoff_ms / 1000
         self._api_timeout = default_api_timeout_ms / 1000
@@ -132,25 +143,10 @@ class Consumer:
             security=SecurityConfig(**security),
         )
         self._metadata = MetadataTracker(
-            self._network,
-            allow_auto_topic_creation=False,
-            metadata_max_age_ms=metadata_max_age_ms,
-            retry_backoff_ms=retry_backoff_ms,
-        )
+            self._network, allow_auto_topic_creation=False,
+            metadata_max_age_ms=metadata_max_age_ms, retry_backoff_ms=retry_backoff_ms)
         self._positions = FetchPositions(OffsetReset.parse(auto_offset_reset))
-        self._fetcher = Fetcher(
-            self._metadata,
-            self._positions,
-            FetchConfig(
-                min_bytes=fetch_min_bytes,
-                max_wait_ms=fetch_max_wait_ms,
-                max_bytes=fetch_max_bytes,
-                partition_bytes=partition_fetch_bytes,
-                max_partition_bytes=max_partition_fetch_bytes,
-                check_crcs=check_crcs,
-                retry_backoff_ms=retry_backoff_ms,
-            ),
-        )
+        self._fetcher = Fetcher(self._metadata, self._positions, fetch_config)
         self._subscription = Subscription()
         self._group: GroupMembership | None = None
         self._commits: GroupCommits | None = None

@@ -273,29 +273,17 @@ def read_entries(
         offset, size = _OFFSET_SIZE.unpack_from(data, pos)
         end = pos + LOG_OVERHEAD + size
         if size < MIN_SIZE[0]:
-            raise MessageFormatError(
-                f"entry size {size} is below the minimum {MIN_SIZE[0]}",
-                offset=offset,
-                position=base_position + pos,
-            )
+            raise _below_minimum("entry", size, MIN_SIZE[0], offset, base_position + pos)
         if end > n:
             break  # a partial trailing entry: the caller fetches it again
         crc, magic, attributes = _CRC_MAGIC_ATTR.unpack_from(data, pos + 12)
         # The CRC covers everything from the magic byte on, so it is checked first: a damaged
         # magic, attribute or length byte is reported as the corruption it is.
         if verify_crc and (computed := crc32(view[pos + 16 : end])) != crc:
-            raise CorruptMessageError(
-                f"CRC mismatch: stored {crc:#010x}, computed {computed:#010x}",
-                offset=offset,
-                position=base_position + pos,
-            )
+            raise _crc_mismatch(crc, computed, offset, base_position + pos)
         if magic == 1:
             if size < MIN_SIZE[1]:
-                raise MessageFormatError(
-                    f"v1 entry size {size} is below the minimum {MIN_SIZE[1]}",
-                    offset=offset,
-                    position=base_position + pos,
-                )
+                raise _below_minimum("v1 entry", size, MIN_SIZE[1], offset, base_position + pos)
             timestamp, klen = struct.unpack_from(">qi", data, pos + 18)
             p = pos + 30
         elif magic == 0:
@@ -327,11 +315,7 @@ def read_entries(
         if p != end:
             raise _bad_length("value", vlen, offset, base_position + pos)
         if attributes & CODEC_MASK > Codec.LZ4:
-            raise MessageFormatError(
-                f"unknown compression codec {attributes & CODEC_MASK}",
-                offset=offset,
-                position=base_position + pos,
-            )
+            raise _unknown_codec(attributes & CODEC_MASK, offset, base_position + pos)
         append(
             new(Entry, offset, base_position + pos, size, crc, magic, attributes, timestamp, key,
                 value)
@@ -340,9 +324,34 @@ def read_entries(
     return entries, pos
 
 
+# The errors ``read_entries`` raises, built out of its loop so that the loop stays short.
+
+
 def _bad_length(what: str, length: int, offset: int, position: int) -> MessageFormatError:
     return MessageFormatError(
         f"{what} length {length} does not fit the entry", offset=offset, position=position
+    )
+
+
+def _below_minimum(
+    what: str, size: int, minimum: int, offset: int, position: int
+) -> MessageFormatError:
+    return MessageFormatError(
+        f"{what} size {size} is below the minimum {minimum}", offset=offset, position=position
+    )
+
+
+def _crc_mismatch(stored: int, computed: int, offset: int, position: int) -> CorruptMessageError:
+    return CorruptMessageError(
+        f"CRC mismatch: stored {stored:#010x}, computed {computed:#010x}",
+        offset=offset,
+        position=position,
+    )
+
+
+def _unknown_codec(codec: int, offset: int, position: int) -> MessageFormatError:
+    return MessageFormatError(
+        f"unknown compression codec {codec}", offset=offset, position=position
     )
 
 

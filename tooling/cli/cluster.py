@@ -210,6 +210,21 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
     if args.json:
         output.json({**health_json(health), "group_coordinators": coordinators})
         return 0
+    _print_health(output, health)
+    _print_coordinators(output, coordinators)
+    for c in coordinators:
+        if c["error"]:
+            output.note(f"broker {c['node_id']} did not list its groups: {c['error']}")
+    if health.controller_id not in {b.node_id for b in health.brokers}:
+        output.note("no live broker is controller")
+    if health.absent_replicas:
+        ids = ", ".join(map(str, health.absent_replicas))
+        output.note(f"brokers named as replicas but not live: {ids}")
+    return 0
+
+
+def _print_health(output: Output, health: ClusterHealth) -> None:
+    """The brokers, the partitions and the three counts operators watch, as tables."""
     output.table(
         f"brokers of cluster {health.cluster_id or '-'}",
         ("id", "address", "controller", "leader of", "replicas"),
@@ -250,6 +265,10 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
             )
         ],
     )
+
+
+def _print_coordinators(output: Output, coordinators: list[dict[str, Any]]) -> None:
+    """Each broker's share of group coordination, then its groups (when there are any)."""
     output.table(
         "group coordinators",
         ("broker", f"{OFFSETS_TOPIC} partitions led", "groups", "members"),
@@ -275,15 +294,6 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
                 for node, g in groups
             ],
         )
-    for c in coordinators:
-        if c["error"]:
-            output.note(f"broker {c['node_id']} did not list its groups: {c['error']}")
-    if health.controller_id not in {b.node_id for b in health.brokers}:
-        output.note("no live broker is controller")
-    if health.absent_replicas:
-        ids = ", ".join(map(str, health.absent_replicas))
-        output.note(f"brokers named as replicas but not live: {ids}")
-    return 0
 
 
 def cmd_cluster_elect_leaders(args: argparse.Namespace, output: Output) -> int:
