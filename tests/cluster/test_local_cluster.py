@@ -24,10 +24,12 @@ from kazoo.client import KazooClient
 from client.metadata import BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.errors import ErrorCode
 from tests.broker_process import REPO_ROOT, BrokerProcess
+from tests.kafka_probe import assert_kafka_listener
 from tooling.cli import main as cli
 from tooling.cli.cluster import health_json
 from tooling.cluster_health import cluster_health
 from tooling.local.cluster import (
+    BrokerRecord,
     ClusterRecord,
     LocalCluster,
     LocalClusterError,
@@ -237,9 +239,11 @@ def test_an_empty_cluster_and_the_json_form() -> None:
         "offline_partitions": 0, "under_replicated_partitions": 0,
         "preferred_leader_imbalance": 0, "absent_replicas": [],
     }
-    one = health_json(cluster_health(_metadata([PartitionInfo("t", 0, 1, (1, 2), (1,))])))
+    one = health_json(cluster_health(_metadata([PartitionInfo("t", 0, 1, (1, 2), (1,))])),
+                      {1: "127.0.0.1:9101"})
     assert one["brokers"][0] == {"node_id": 1, "host": "127.0.0.1", "port": 9001,
-                                 "controller": True}
+                                 "kafka_address": "127.0.0.1:9101", "controller": True}
+    assert [b["kafka_address"] for b in one["brokers"]] == ["127.0.0.1:9101", None, None]
     assert one["partitions"] == [{
         "topic": "t", "partition": 0, "leader": 1, "replicas": [1, 2], "isr": [1],
         "offline": False, "under_replicated": True, "preferred_leader": True,
@@ -286,7 +290,8 @@ def test_status_of_a_single_embedded_broker(broker: BrokerProcess) -> None:
     assert code == 0, err
     status = json.loads(out)
     assert status["brokers"] == [{"node_id": broker.node_id, "host": "127.0.0.1",
-                                  "port": broker.port, "controller": True}]
+                                  "port": broker.port, "kafka_address": None,
+                                  "controller": True}]
     assert status["controller_id"] == broker.node_id
     mine = [(p["partition"], p["leader"], p["replicas"], p["isr"])
             for p in status["partitions"] if p["topic"] == "s"]
@@ -357,6 +362,27 @@ def test_record_round_trips_and_chroots() -> None:
                                              "started_here": False}
 
 
+def test_record_keeps_each_brokers_kafka_address_and_reads_older_records() -> None:
+    brokers = tuple(
+        BrokerRecord(n, "127.0.0.1", 9000 + n, None, f"d{n}", f"l{n}", f"o{n}",
+                     RecordedProcess(100 + n, ("python", "-m", "broker")),
+                     kafka_address=f"127.0.0.1:{9100 + n}")
+        for n in (0, 1)
+    )
+    record = ClusterRecord("127.0.0.1:5/odradek", None, None, brokers)
+    data = record.to_json()
+    assert data["kafka_bootstrap"] == "127.0.0.1:9100,127.0.0.1:9101"
+    assert [b["kafka_address"] for b in data["brokers"]] == ["127.0.0.1:9100", "127.0.0.1:9101"]
+    assert ClusterRecord.from_json(data) == record
+    # a record written before brokers had Kafka listeners: the same brokers, no Kafka address
+    for b in data["brokers"]:
+        del b["kafka_address"]
+    del data["kafka_bootstrap"]
+    older = ClusterRecord.from_json(data)
+    assert [b.kafka_address for b in older.brokers] == [None, None]
+    assert older.bootstrap == record.bootstrap and older.kafka_bootstrap == ""
+
+
 def _processes_using(path: Path) -> list[int]:
     """PIDs whose command line names ``path`` (this test's own directory)."""
     pids = []
@@ -411,6 +437,12 @@ def test_cluster_up_status_down_end_to_end(tmp_path: Path) -> None:
         assert started["zookeeper"]["connect"].endswith("/odradek")
         bootstrap = started["bootstrap"]
         assert len(bootstrap.split(",")) == 3
+        # each broker's Kafka-protocol listener, on a port of its own, answering ApiVersions
+        kafka = {b["id"]: b["kafka_address"] for b in started["brokers"]}
+        assert started["kafka_bootstrap"] == ",".join(kafka[n] for n in (0, 1, 2))
+        assert len(set(kafka.values()) | set(bootstrap.split(","))) == 6
+        for address in kafka.values():
+            assert_kafka_listener(address)
 
         again = _odradek("cluster", "up", "--dir", str(directory))
         assert again.returncode == 1 and "already has a running cluster" in again.stderr
@@ -443,8 +475,11 @@ def test_cluster_up_status_down_end_to_end(tmp_path: Path) -> None:
         final = until(fully_replicated, 60, "topic 'replicated' with 3 replicas all in sync")
         assert final["under_replicated_partitions"] == 0
         assert sum(b["controller"] for b in final["brokers"]) == 1
+        assert {b["node_id"]: b["kafka_address"] for b in final["brokers"]} == kafka
         table = _odradek("cluster", "status", "--dir", str(directory))
         assert table.returncode == 0 and "replicated" in table.stdout
+        assert "kafka address" in table.stdout
+        assert all(address in table.stdout for address in kafka.values()), table.stdout
 
         down = _odradek("cluster", "down", "--dir", str(directory), "--json")
         assert down.returncode == 0, down.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -164,14 +165,17 @@ def cmd_cluster_up(args: argparse.Namespace, output: Output) -> int:
         return 0
     output.table(
         f"cluster in {cluster.directory}",
-        ("broker", "address", "rack", "pid", "log"),
+        ("broker", "address", "kafka address", "rack", "pid", "log"),
         [
-            (b.broker_id, b.address, b.rack or "-", b.process.pid, b.log_file)
+            (b.broker_id, b.address, b.kafka_address or "-", b.rack or "-", b.process.pid,
+             b.log_file)
             for b in record.brokers
         ],
     )
     output.out.write(_zookeeper_line(record) + "\n")
     output.out.write(f"bootstrap: {record.bootstrap}\n")
+    output.out.write(f"Kafka clients (kcat, librdkafka, kafka-python, kafkajs): "
+                     f"{record.kafka_bootstrap}\n")
     output.note(f"stop it with: odradek cluster down --dir {args.dir}")
     return 0
 
@@ -207,10 +211,11 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
         health = cluster_health(admin.cluster_metadata())
         loads = admin.coordinator_loads()
     coordinators = coordinators_json(health, loads)
+    kafka = _kafka_addresses(args)
     if args.json:
-        output.json({**health_json(health), "group_coordinators": coordinators})
+        output.json({**health_json(health, kafka), "group_coordinators": coordinators})
         return 0
-    _print_health(output, health)
+    _print_health(output, health, kafka)
     _print_coordinators(output, coordinators)
     for c in coordinators:
         if c["error"]:
@@ -223,15 +228,18 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
     return 0
 
 
-def _print_health(output: Output, health: ClusterHealth) -> None:
-    """The brokers, the partitions and the three counts operators watch, as tables."""
+def _print_health(output: Output, health: ClusterHealth, kafka: Mapping[int, str]) -> None:
+    """The brokers, the partitions and the three counts operators watch, as tables; a
+    brokers' column of Kafka-protocol listeners when the local cluster's record knows them."""
+    kafka_column = ("kafka address",) if kafka else ()
     output.table(
         f"brokers of cluster {health.cluster_id or '-'}",
-        ("id", "address", "controller", "leader of", "replicas"),
+        ("id", "address", *kafka_column, "controller", "leader of", "replicas"),
         [
             (
                 b.node_id,
                 f"{b.host}:{b.port}",
+                *((kafka.get(b.node_id, "-"),) if kafka else ()),
                 "yes" if b.node_id == health.controller_id else "",
                 sum(p.leader == b.node_id for p in health.partitions),
                 sum(b.node_id in p.replicas for p in health.partitions),
@@ -329,6 +337,18 @@ def _status_bootstrap(args: argparse.Namespace) -> str:
     return os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP)
 
 
+def _kafka_addresses(args: argparse.Namespace) -> dict[int, str]:
+    """Each broker's Kafka-protocol listener by id, from the local cluster's record (``up``
+    reads them off the brokers' stdout; Metadata does not carry them): --dir's, else the
+    default directory's unless --bootstrap names the brokers. Empty when there is none."""
+    if args.bootstrap:
+        return {}
+    record = LocalCluster(args.dir if args.dir is not None else Path(DEFAULT_DIR)).read()
+    if record is None:
+        return {}
+    return {b.broker_id: b.kafka_address for b in record.brokers if b.kafka_address}
+
+
 def _state(p: PartitionHealth) -> str:
     problems = [
         name
@@ -376,8 +396,12 @@ def coordinators_json(health: ClusterHealth, loads: list[CoordinatorLoad]) -> li
     return out
 
 
-def health_json(health: ClusterHealth) -> dict[str, Any]:
-    """``status --json``: the same fields as the tables."""
+def health_json(
+    health: ClusterHealth, kafka: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """``status --json``: the same fields as the tables; ``kafka_address`` is null where
+    ``kafka`` (the local cluster's record) does not know the broker's Kafka listener."""
+    kafka = kafka or {}
     return {
         "cluster_id": health.cluster_id,
         "controller_id": health.controller_id,
@@ -386,6 +410,7 @@ def health_json(health: ClusterHealth) -> dict[str, Any]:
                 "node_id": b.node_id,
                 "host": b.host,
                 "port": b.port,
+                "kafka_address": kafka.get(b.node_id),
                 "controller": b.node_id == health.controller_id,
             }
             for b in health.brokers

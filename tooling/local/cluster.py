@@ -6,7 +6,9 @@ its own, on a free loopback port unless told one; tests and ``odradek cluster up
 per broker against that ZooKeeper and records every process it started in ``DIR/cluster.json``,
 so a later ``down`` -- another process, maybe another day -- stops exactly those and nothing
 else. Before signalling a recorded PID it checks that ``/proc/PID/cmdline`` is still the
-command it started (PIDs get reused), which makes this module Linux-only.
+command it started (PIDs get reused), which makes this module Linux-only. Each broker also
+opens a Kafka-protocol listener on a free loopback port (``ODRADEK_KAFKA_LISTENERS``), recorded
+beside its own address, so kcat and Kafka's client libraries reach the cluster too.
 
 It starts processes only -- it imports no broker code and never talks to ZooKeeper (a broker
 creates its own chroot, as Kafka's does) -- so a cluster it starts runs exactly what
@@ -46,6 +48,9 @@ STOP_TIMEOUT = 20.0
 _POLL_INTERVAL = 0.05
 _PF_KTHREAD = 0x00200000  # /proc/PID/stat flags: a kernel thread
 _LISTENING = re.compile(r"^odradek broker (\d+) listening on (\S+):(\d+)$")
+_KAFKA_LISTENING = re.compile(r"^odradek broker \d+ kafka listener \S+ on (\S+:\d+)$")
+#: what every broker started here listens on for Kafka's clients: a free port on loopback
+KAFKA_LISTENERS = f"PLAINTEXT://{LOOPBACK}:0"
 
 
 class LocalClusterError(ClientError):
@@ -366,6 +371,7 @@ class BrokerRecord:
     log_file: str  # stderr: the broker's structlog events
     stdout_file: str  # its "listening on" line
     process: RecordedProcess
+    kafka_address: str | None = None  # HOST:PORT of its Kafka-protocol listener, once known
 
     @property
     def address(self) -> str:
@@ -385,6 +391,11 @@ class ClusterRecord:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.address for b in self.brokers if b.port)
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The brokers' Kafka-protocol listeners, for kcat and Kafka's client libraries."""
+        return ",".join(b.kafka_address for b in self.brokers if b.kafka_address)
 
     def processes(self) -> list[tuple[str, RecordedProcess]]:
         """Every recorded process, named, in the order ``down`` stops them: brokers from the
@@ -408,12 +419,14 @@ class ClusterRecord:
             }
         return {
             "bootstrap": self.bootstrap,
+            "kafka_bootstrap": self.kafka_bootstrap,
             "zookeeper": zookeeper,
             "brokers": [
                 {
                     "id": b.broker_id,
                     "host": b.host,
                     "port": b.port,
+                    "kafka_address": b.kafka_address,
                     "rack": b.rack,
                     "pid": b.process.pid,
                     "data_dir": b.data_dir,
@@ -446,6 +459,7 @@ class ClusterRecord:
                     log_file=b["log_file"],
                     stdout_file=b["stdout_file"],
                     process=RecordedProcess(int(b["pid"]), tuple(b["cmdline"])),
+                    kafka_address=b.get("kafka_address"),  # absent from older records
                 )
                 for b in data["brokers"]
             ),
@@ -462,8 +476,10 @@ class LocalCluster:
     """Brokers on 127.0.0.1 (and a ZooKeeper unless one is given) whose processes outlive the
     command that started them, recorded in ``directory/cluster.json``.
 
-    Broker N: data in ``directory/broker-N``, events in ``broker-N.log``, its listening line
-    in ``broker-N.out``; ids count from 0. ``broker_args`` go to every ``broker start``.
+    Broker N: data in ``directory/broker-N``, events in ``broker-N.log``, its listening lines
+    in ``broker-N.out``; ids count from 0. ``broker_args`` go to every ``broker start``; its
+    Kafka-protocol listener is ``KAFKA_LISTENERS`` whatever they or the environment say, as its
+    host and port are ours to pick.
     """
 
     def __init__(
@@ -584,6 +600,7 @@ class LocalCluster:
         if rack is not None:
             command += ["--broker-rack", rack]
         command += self.broker_args
+        env = {**os.environ, "ODRADEK_KAFKA_LISTENERS": KAFKA_LISTENERS}
         with stdout_file.open("wb") as out, log_file.open("ab") as log:
             log.write(f"--- odradek cluster up: {' '.join(command[1:])}\n".encode())
             log.flush()
@@ -593,6 +610,7 @@ class LocalCluster:
                 stdout=out,
                 stderr=log,
                 cwd=self.directory,
+                env=env,
                 start_new_session=True,  # outlives `odradek cluster up` and its terminal
             )
         return BrokerRecord(
@@ -601,19 +619,23 @@ class LocalCluster:
         )
 
     def _wait_listening(self, brokers: Sequence[BrokerRecord]) -> tuple[BrokerRecord, ...]:
-        """Each broker with the address of its listening line, all within the start timeout."""
+        """Each broker with the addresses of its listening lines (its own, then its Kafka
+        listener's), all within the start timeout."""
         deadline = time.monotonic() + self.start_timeout
         found: dict[int, BrokerRecord] = {}
         while len(found) < len(brokers):
             for broker in brokers:
                 if broker.broker_id in found:
                     continue
-                line = _first_line(Path(broker.stdout_file))
-                if line is not None:
-                    match = _LISTENING.match(line)
-                    if match is None:
-                        raise self._start_error(broker, f"printed {line!r} instead of listening")
-                    found[broker.broker_id] = replace(broker, host=match[2], port=int(match[3]))
+                lines = _complete_lines(Path(broker.stdout_file))
+                listening = _LISTENING.match(lines[0]) if lines else None
+                if lines and listening is None:
+                    raise self._start_error(broker, f"printed {lines[0]!r} instead of listening")
+                kafka = next(filter(None, map(_KAFKA_LISTENING.match, lines)), None)
+                if listening is not None and kafka is not None:
+                    found[broker.broker_id] = replace(
+                        broker, host=listening[2], port=int(listening[3]), kafka_address=kafka[1]
+                    )
                 elif not broker.process.is_running():
                     raise self._start_error(broker, "exited before listening")
             if len(found) < len(brokers):
@@ -639,13 +661,10 @@ class LocalCluster:
         temporary.replace(self.record_path)
 
 
-def _first_line(path: Path) -> str | None:
-    """The file's first complete line, or None while it has none."""
+def _complete_lines(path: Path) -> list[str]:
+    """The file's complete lines so far (none while it is missing)."""
     try:
-        with path.open("rb") as file:
-            line = file.readline()
+        data = path.read_bytes()
     except OSError:
-        return None
-    if not line.endswith(b"\n"):
-        return None
-    return line.decode(errors="replace").rstrip("\r\n")
+        return []
+    return data[: data.rfind(b"\n") + 1].decode(errors="replace").splitlines()

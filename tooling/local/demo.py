@@ -9,6 +9,10 @@ coordinator reports them, are printed when they change; the run ends with ``odra
 describe``. Everything it started is stopped by PID, and the temporary directory removed, however
 it ends.
 
+The brokers it starts also speak Kafka's protocol (``kafka_listeners``, a free loopback port);
+the narration says where, and when ``kcat`` is installed the demo reads a few of its messages
+back through that listener with it, as any Kafka client would.
+
 With ``--cluster`` it runs on a local cluster instead: a ZooKeeper and three brokers
 (tooling.local.cluster) with a short ZooKeeper session, the topic replicated three times. Once
 the group is steady it kills (SIGKILL) the broker coordinating the group and narrates the
@@ -29,6 +33,7 @@ import logging
 import os
 import re
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,12 +61,16 @@ from protocol.partitions import OFFSETS_TOPIC, offsets_partition_for
 from tooling.cli.args import client_options, json_option
 from tooling.cli.groups import add_groups_parser
 from tooling.cli.output import Output
-from tooling.local.cluster import BrokerRecord, LocalCluster, ZooKeeperServer
+from tooling.local.cluster import KAFKA_LISTENERS, BrokerRecord, LocalCluster, ZooKeeperServer
 
 STOP_TIMEOUT = 15.0
 SETTLE_TIMEOUT = 60.0
 _BROKER_START_TIMEOUT = 30.0
 _LISTENING = " listening on "
+_KAFKA_LISTENING = re.compile(r" kafka listener \S+ on (\S+:\d+)$")
+#: what kcat prints of each message it reads back (kcat expands the \n), and how long it may take
+_KCAT_FORMAT = r"partition %p, offset %o: key %k, value %s\n"
+_KCAT_TIMEOUT = 20.0
 CLUSTER_BROKERS = 3
 #: --cluster: what the brokers get besides the ZooKeeper session timeout. The last broker to
 #: stop cannot hand its leaderships to anyone, so it should not retry for long; no automatic
@@ -86,11 +95,16 @@ def add_demo_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         description="Start a broker in a temporary directory (or use --bootstrap), create a "
         "topic, start consumers of one group as processes, produce a steady stream, stop one "
         "consumer and start it again -- printing each state change -- and end with the "
-        "group's describe table. Cleans up everything it started.",
+        "group's describe table. The broker it starts also listens for Kafka's clients (the "
+        "address is printed); with kcat installed, a few messages are read back through "
+        "that listener. Cleans up everything it started.",
     )
     where = demo.add_mutually_exclusive_group()
     where.add_argument("--bootstrap", metavar="HOST:PORT",
                        help="use this broker instead of starting one")
+    demo.add_argument("--kafka-bootstrap", metavar="HOST:PORT",
+                      help="with --bootstrap: that broker's Kafka-protocol listener, for kcat "
+                      "to read the topic through at the end (when kcat is installed)")
     where.add_argument("--cluster", action="store_true",
                        help=f"run on a local cluster of {CLUSTER_BROKERS} brokers and a "
                        "ZooKeeper (needs the zookeeper package) and, midway, kill -9 the "
@@ -119,6 +133,10 @@ def cmd_demo(args: argparse.Namespace, output: Output) -> int:
     if args.zookeeper_session_timeout_ms < 1000:
         output.note("odradek: error: --zookeeper-session-timeout-ms must be at least 1000")
         return 1
+    if args.kafka_bootstrap and not args.bootstrap:
+        output.note("odradek: error: --kafka-bootstrap goes with --bootstrap (the demo's own "
+                    "brokers get a Kafka listener of their own)")
+        return 1
     with Demo(args, output) as demo:
         demo.run()
     return 0
@@ -130,10 +148,13 @@ def cmd_demo(args: argparse.Namespace, output: Output) -> int:
 class Child:
     """A process whose stdout lines are read without blocking; stopped by its PID only."""
 
-    def __init__(self, name: str, argv: Sequence[str], stderr: IO[bytes] | int) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], stderr: IO[bytes] | int,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env
         )
         assert self.proc.stdout is not None
         self.stdout = self.proc.stdout
@@ -177,6 +198,7 @@ class Demo:
         self.args = args
         self.output = output
         self.bootstrap: str = args.bootstrap or ""
+        self.kafka_bootstrap: str = args.kafka_bootstrap or ""  # its Kafka-protocol listeners
         self._selector = selectors.DefaultSelector()
         self._children: dict[str, Child] = {}
         self._broker: Child | None = None
@@ -244,6 +266,7 @@ class Demo:
                            timeout=15.0, required=False)
         self.say("demo", f"produced {self._produced} messages; consumed " + ", ".join(
             f"{n}={self._consumed_total(n)}" for n in sorted(self._consumed)))
+        self._read_with_kcat()
         self.output.out.write("\n")
         self.output.out.flush()
         self._describe()
@@ -290,8 +313,9 @@ class Demo:
         with contextlib.suppress(ChildProcessError):  # LocalCluster started it: our child
             os.waitpid(pid, 0)
         del self._broker_pids[dead.node_id]
-        self.bootstrap = ",".join(
-            b.address for b in self._cluster_brokers() if b.broker_id in self._broker_pids)
+        alive = [b for b in self._cluster_brokers() if b.broker_id in self._broker_pids]
+        self.bootstrap = ",".join(b.address for b in alive)
+        self.kafka_bootstrap = ",".join(b.kafka_address for b in alive if b.kafka_address)
         # a new admin: the old one would keep asking the dead broker's address first
         self._admin.close()
         self._admin = GroupAdmin(self.bootstrap, timeout_ms=1_000)
@@ -319,6 +343,28 @@ class Demo:
                          f"{time.monotonic() - killed_at:.1f} s, {how}; the consumers read "
                          f"{read} messages meanwhile")
 
+    def _read_with_kcat(self) -> None:
+        """Three messages of partition 0 read back by kcat (librdkafka) through the Kafka
+        listener: the same log, Kafka's protocol. Skipped without kcat or a known listener."""
+        kcat = shutil.which("kcat")
+        if kcat is None or not self.kafka_bootstrap:
+            return
+        argv = ["kcat", "-b", self.kafka_bootstrap, "-C", "-t", self.args.topic, "-p", "0",
+                "-c", "3", "-e", "-f", _KCAT_FORMAT]
+        self.say("kcat", f"$ {shlex.join(argv)}")
+        try:
+            done = subprocess.run([kcat, *argv[1:]], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=_KCAT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.say("kcat", f"read nothing within {seconds_text(_KCAT_TIMEOUT)}")
+            return
+        for line in done.stdout.splitlines():
+            self.say("kcat", line)
+        if done.returncode != 0:
+            said = done.stderr.strip().splitlines()
+            self.say("kcat", f"exited with status {done.returncode}"
+                             + (f": {said[-1]}" if said else ""))
+
     def _consumed_total(self, name: str) -> int:
         return self._consumed_before.get(name, 0) + self._consumed.get(name, 0)
 
@@ -344,22 +390,24 @@ class Demo:
         log = open(os.path.join(self._tmp, "broker.log"), "wb")  # noqa: SIM115 - the child's
         argv = [sys.executable, "-m", "broker", "start", "--host", "127.0.0.1", "--port", "0",
                 "--data-dir", os.path.join(self._tmp, "data")]
-        self._broker = Child("broker", argv, log)
+        env = {**os.environ, "ODRADEK_KAFKA_LISTENERS": KAFKA_LISTENERS}
+        self._broker = Child("broker", argv, log, env)
         log.close()
         deadline = time.monotonic() + _BROKER_START_TIMEOUT
         lines: list[str] = []
-        while not lines:
+        kafka: re.Match[str] | None = None
+        while kafka is None:  # the listening line, then the Kafka listener's
             if not self._broker.running or time.monotonic() > deadline:
                 raise DemoError(f"the broker did not start; see {self._tmp}/broker.log")
-            selectors_ready = select_readable(self._broker.stdout, 0.1)
-            if selectors_ready:
-                lines = self._broker.read_lines()
-        first = lines[0]
-        if _LISTENING not in first:
-            raise DemoError(f"unexpected first line from the broker: {first!r}")
-        self.bootstrap = first.split(_LISTENING, 1)[1].strip()
+            if select_readable(self._broker.stdout, 0.1):
+                lines += self._broker.read_lines()
+            if lines and _LISTENING not in lines[0]:
+                raise DemoError(f"unexpected first line from the broker: {lines[0]!r}")
+            kafka = next(filter(None, map(_KAFKA_LISTENING.search, lines)), None)
+        self.bootstrap = lines[0].split(_LISTENING, 1)[1].strip()
+        self.kafka_bootstrap = kafka[1]
         self.say("broker", f"started in {self._tmp} (pid {self._broker.proc.pid}), "
-                           f"listening on {self.bootstrap}")
+                           f"listening on {self.bootstrap}; Kafka clients: {self.kafka_bootstrap}")
 
     def _start_cluster(self) -> None:
         """A ZooKeeper and ``CLUSTER_BROKERS`` brokers in a temporary directory. Both in
@@ -381,8 +429,10 @@ class Demo:
         for broker in record.brokers:
             self._broker_pids[broker.broker_id] = broker.process.pid
             self.say("broker", f"broker {broker.broker_id} started (pid {broker.process.pid}), "
-                               f"listening on {broker.address}")
+                               f"listening on {broker.address}; Kafka clients: "
+                               f"{broker.kafka_address}")
         self.bootstrap = record.bootstrap
+        self.kafka_bootstrap = record.kafka_bootstrap
 
     def _cluster_brokers(self) -> list[BrokerRecord]:
         assert self._cluster is not None
