@@ -16,8 +16,8 @@ of effects, to be carried out in order:
 
 - ``Respond(token, body)``: send ``body`` (valid for the API's response schema) as the answer to
   the request that carried ``token``. Every token is answered exactly once, perhaps much later:
-  JoinGroup is held until its round ends, OffsetCommit, DeleteGroups and OffsetDelete until
-  their records are written.
+  JoinGroup is held until its round ends, SyncGroup until its generation is written,
+  OffsetCommit, DeleteGroups and OffsetDelete until their records are written.
 - ``AppendRecords(append_id, partition, records)``: append the (key, value) pairs -- value None is a
   tombstone -- to ``__consumer_offsets`` partition ``partition`` (compacted, created with
   ``config.offsets_topic_partitions`` partitions on first use), then call

@@ -50,15 +50,36 @@ def join_error(code: ErrorCode, member_id: str, message: str | None = None) -> d
     return {
         "error_code": int(code), "error_message": message, "generation_id": -1,
         "member_id": member_id, "assignment_strategy": "", "partitions_to_own": [],
+        "protocol_name": "", "leader_id": "", "members": [],
     }
 
 
 def join_answer(group: Group, member: Member) -> dict[str, Any]:
+    """This generation's answer to a member's JoinGroup: its partitions when the broker
+    assigns; when the leader assigns, the chosen protocol and the leader, and to the leader
+    every member's metadata."""
+    if not group.leader_assigns:
+        return {
+            "error_code": 0, "error_message": None, "generation_id": group.generation,
+            "member_id": member.member_id, "assignment_strategy": group.strategy,
+            "partitions_to_own": assignment_body(member.assignment),
+            "protocol_name": "", "leader_id": "", "members": [],
+        }
+    is_leader = member.member_id == group.leader_id
     return {
         "error_code": 0, "error_message": None, "generation_id": group.generation,
         "member_id": member.member_id, "assignment_strategy": group.strategy,
-        "partitions_to_own": assignment_body(member.assignment),
+        "partitions_to_own": [], "protocol_name": group.strategy, "leader_id": group.leader_id,
+        "members": [
+            {"member_id": m.member_id, "metadata": m.metadata} for m in group.members.values()
+        ] if is_leader else [],
     }
+
+
+def sync_answer(code: ErrorCode, assignment: bytes = b"", message: str | None = None
+                ) -> dict[str, Any]:
+    return {"error_code": int(code), "error_message": message,
+            "assignment": assignment if code is _E.NONE else b""}
 
 
 def partition_errors_body(
@@ -80,7 +101,7 @@ def describe_body(group_id: str, group: Group | None, code: ErrorCode) -> dict[s
         return {
             "error_code": int(code if code is not _E.NONE else _E.GROUP_ID_NOT_FOUND),
             "group_id": group_id, "state": GroupState.DEAD.value, "state_since_ms": -1,
-            "assignment_strategy": "", "generation_id": -1, "members": [],
+            "assignment_strategy": "", "generation_id": -1, "members": [], "protocol_type": "",
         }
     return {
         "error_code": 0, "group_id": group_id, "state": group.state.value,
@@ -93,7 +114,9 @@ def describe_body(group_id: str, group: Group | None, code: ErrorCode) -> dict[s
                 "client_host": m.client_host, "session_timeout_ms": m.session_timeout_ms,
                 "subscription": list(m.subscription),
                 "assignment": assignment_body(m.assignment),
+                "metadata": m.metadata, "assignment_bytes": m.assignment_bytes,
             }
             for _, m in sorted(group.members.items())
         ],
+        "protocol_type": group.protocol_type,
     }

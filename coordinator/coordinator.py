@@ -42,7 +42,8 @@ class GroupCoordinator:
     """Every consumer group whose ``__consumer_offsets`` partition this broker leads."""
 
     HANDLED_APIS: ClassVar[frozenset[ApiKey]] = frozenset({
-        ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT,
+        ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH, ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
         ApiKey.OFFSET_DELETE,
     })
@@ -70,6 +71,7 @@ class GroupCoordinator:
         self._offsets = GroupOffsets(config, self._partitions, self._out, self._membership)
         self._handlers: dict[ApiKey, Callable[[dict[str, Any], RequestContext], None]] = {
             ApiKey.JOIN_GROUP: self._membership.join_group,
+            ApiKey.SYNC_GROUP: self._membership.sync_group,
             ApiKey.HEARTBEAT: self._membership.heartbeat,
             ApiKey.LEAVE_GROUP: self._membership.leave_group,
             ApiKey.OFFSET_COMMIT: self._offsets.commit,

@@ -15,6 +15,8 @@ from coordinator.group_state import GROUP_MACHINE, GroupEvent, GroupState
 from coordinator.offsets_topic import MemberValue, OffsetValue
 from protocol.partitions import TopicPartition
 
+Protocols = tuple[tuple[str, bytes], ...]
+
 
 @dataclass(slots=True)
 class JoinRequest:
@@ -29,6 +31,10 @@ class JoinRequest:
     rebalance_timeout_ms: int
     subscription: tuple[str, ...]
     strategy: str
+    #: "" for the broker's assignment; else Kafka's classic protocol (the leader assigns)
+    protocol_type: str = ""
+    #: the protocols the member supports, preferred first, with its metadata for each
+    protocols: Protocols = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +72,19 @@ class Member:
     unconfirmed_connection: Hashable | None = None
     #: its commits held until written; its session timer is paused while there are any
     commits_held: int = 0
+    #: groups whose leader assigns: the protocols it supports, its metadata for the chosen
+    #: one, the assignment the leader sent, and its SyncGroup held until that is written
+    protocols: Protocols = ()
+    metadata: bytes = b""
+    assignment_bytes: bytes = b""
+    sync: Hashable | None = None
 
     @classmethod
     def from_join(cls, member_id: str, join: JoinRequest) -> Member:
         return cls(
             member_id, join.client_id, join.client_host, join.session_timeout_ms,
             join.rebalance_timeout_ms, join.subscription, join=join,
-            unconfirmed_connection=join.connection,
+            unconfirmed_connection=join.connection, protocols=join.protocols,
         )
 
     @classmethod
@@ -80,12 +92,15 @@ class Member:
         return cls(
             value.member_id, value.client_id, value.client_host, value.session_timeout_ms,
             value.rebalance_timeout_ms, value.subscription, value.assignment,
+            protocols=value.protocols, metadata=value.metadata,
+            assignment_bytes=value.assignment_bytes,
         )
 
-    def to_value(self, assignment: Assignment) -> MemberValue:
+    def to_value(self, assignment: Assignment, assignment_bytes: bytes = b"") -> MemberValue:
         return MemberValue(
             self.member_id, self.client_id, self.client_host, self.session_timeout_ms,
-            self.rebalance_timeout_ms, self.subscription, assignment,
+            self.rebalance_timeout_ms, self.subscription, assignment, self.metadata,
+            assignment_bytes, self.protocols,
         )
 
     def changed_by(self, join: JoinRequest) -> bool:
@@ -93,6 +108,7 @@ class Member:
         subscription and timeouts -- which takes a round."""
         return (
             self.subscription != join.subscription
+            or self.protocols != join.protocols
             or self.session_timeout_ms != join.session_timeout_ms
             or self.rebalance_timeout_ms != join.rebalance_timeout_ms
         )
@@ -104,15 +120,19 @@ class Member:
         self.session_timeout_ms = join.session_timeout_ms
         self.rebalance_timeout_ms = join.rebalance_timeout_ms
         self.subscription = join.subscription
+        self.protocols = join.protocols
 
 
 @dataclass(slots=True)
 class Round:
-    """A generation being written (state Rebalancing)."""
+    """A generation being written (state Rebalancing). In a group whose leader assigns, the
+    leader's SyncGroup starts it: ``assignment_bytes`` is what the leader sent, and
+    ``assignments`` those bytes decoded (for describe and metrics)."""
 
     generation: int
     assignments: dict[str, Assignment]
     new_member_ids: frozenset[str]
+    assignment_bytes: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -122,7 +142,12 @@ class Group:
     state: GroupState = GroupState.EMPTY
     #: the last generation written to __consumer_offsets
     generation: int = 0
+    #: the assignment strategy; in a group whose leader assigns, the chosen protocol
     strategy: str = ""
+    #: "" when the broker assigns; else the members' protocol type (Kafka's classic protocol)
+    protocol_type: str = ""
+    #: the member that assigns, in a group whose leader assigns
+    leader_id: str = ""
     state_since_ms: int = 0
     members: dict[str, Member] = field(default_factory=dict)
     #: JoinGroups with an empty member id held for the current round, in arrival order
@@ -136,6 +161,20 @@ class Group:
     round: Round | None = None
     deferred: list[Deferred] = field(default_factory=list)
     offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+
+    @property
+    def leader_assigns(self) -> bool:
+        """Kafka's classic protocol: the leader assigns and sends it with SyncGroup."""
+        return bool(self.protocol_type)
+
+    @property
+    def awaiting_sync(self) -> bool:
+        """Kafka's AwaitingSync: a generation whose JoinGroups are answered, waiting for the
+        leader's SyncGroup (nothing is being written yet)."""
+        return self.state is GroupState.REBALANCING and self.leader_assigns and self.round is None
+
+    def held_syncs(self) -> list[Member]:
+        return [m for m in self.members.values() if m.sync is not None]
 
     def subscribed_topics(self) -> set[str]:
         topics = {t for m in self.members.values() for t in m.subscription}

@@ -35,7 +35,11 @@ STATE_DESCRIPTIONS: dict[GroupState, str] = {
         "Seed: \"increments the group generation id, assigns consumer ids where required and "
         "does the partition assignment\". The new generation's record is being written; the "
         "held JoinGroups are answered once it is (seed step 4 before step 5). Joins and leaves "
-        "that would change the round are deferred to a round that starts right after.",
+        "that would change the round are deferred to a round that starts right after. In a "
+        "group whose leader assigns (Kafka's classic protocol) this is Kafka's AwaitingSync "
+        "(CompletingRebalance): the JoinGroups are answered at once, the leader with every "
+        "member's metadata, and the group waits for the leader's SyncGroup; only then is the "
+        "generation written, and until then a join or a leave starts the round over.",
     GroupState.STEADY:
         "Seed: \"accepts OffsetCommitRequests and heartbeats from all consumers\".",
     GroupState.DEAD:
@@ -53,6 +57,9 @@ class GroupEvent(Enum):
     TOPICS_CHANGED = "subscribed topic changed"
     JOIN_PHASE_ENDED = "join phase ends"
     JOIN_PHASE_ENDED_EMPTY = "join phase ends with no member"
+    LEADER_SYNCED = "leader's SyncGroup taken"
+    MEMBER_JOINED_BEFORE_SYNC = "new or changed member joins before the leader's SyncGroup"
+    MEMBER_LEFT_BEFORE_SYNC = "member leaves or expires before the leader's SyncGroup"
     GENERATION_WRITTEN = "generation written"
     GENERATION_WRITE_FAILED = "generation write failed"
     OFFSETS_EXPIRED = "offsets expired"
@@ -133,7 +140,12 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
             "every member has rejoined and any initial delay is over, or the rebalance timeout "
             "passed; someone joined",
             "drop members that did not rejoin; give new members ids <group>-<uuid>; compute "
-            "generation + 1 and its assignment; append the group record",
+            "generation + 1 and its assignment; append the group record. When the leader "
+            "assigns: generation + 1, the leader (the current one if still a member, else the "
+            "first to have joined) and the protocol (each member votes for its first one that "
+            "all support; ties go to the leader's preference) are chosen, every held JoinGroup "
+            "is answered at once (the leader's with every member's metadata), session timers "
+            "run, and nothing is written yet",
         ),
         Transition(
             _S.PREPARE_REBALANCE, _E.JOIN_PHASE_ENDED_EMPTY, _S.EMPTY,
@@ -152,7 +164,29 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
             _S.REBALANCING, _E.MEMBER_REJOINED, _S.REBALANCING,
             _UNCHANGED + " (a retry)",
             "this round's answer goes to the new request; the older one gets "
-            "REBALANCE_IN_PROGRESS",
+            "REBALANCE_IN_PROGRESS. Before the leader's SyncGroup, in a group whose leader "
+            "assigns: this generation's JoinGroup answer at once (the leader's with members)",
+        ),
+        Transition(
+            _S.REBALANCING, _E.MEMBER_JOINED_BEFORE_SYNC, _S.PREPARE_REBALANCE,
+            "the leader assigns and its SyncGroup has not come: " + _NEW_OR_CHANGED
+            + " (or other protocols)",
+            "held SyncGroups get REBALANCE_IN_PROGRESS; hold the JoinGroup; a new join phase "
+            "starts (Kafka: CompletingRebalance to PreparingRebalance)",
+        ),
+        Transition(
+            _S.REBALANCING, _E.MEMBER_LEFT_BEFORE_SYNC, _S.PREPARE_REBALANCE,
+            "the leader assigns and its SyncGroup has not come: " + _LEAVE
+            + ", or a member is silent for its session timeout",
+            "remove the member (an expired one may still rejoin with its id); held SyncGroups "
+            "get REBALANCE_IN_PROGRESS; a new join phase starts",
+        ),
+        Transition(
+            _S.REBALANCING, _E.LEADER_SYNCED, _S.REBALANCING,
+            "the leader's SyncGroup, with this generation, before any other change",
+            "take its assignments (members it left out get empty bytes); hold its SyncGroup; "
+            "append the group record with every member's metadata and assignment; from now "
+            "on joins and leaves are deferred as above",
         ),
         Transition(
             _S.REBALANCING, _E.MEMBER_LEFT, _S.REBALANCING,
@@ -161,26 +195,30 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
         ),
         Transition(
             _S.REBALANCING, _E.TOPICS_CHANGED, _S.REBALANCING,
-            "a subscribed topic's partitions differ from those being assigned",
+            "a subscribed topic's partitions differ from those being assigned (never when the "
+            "leader assigns: its clients watch the metadata and rejoin)",
             "defer it: a new round starts once this one is written",
         ),
         Transition(
             _S.REBALANCING, _E.GENERATION_WRITTEN, _S.STEADY,
             "the group record of the new generation is written",
-            "answer every held JoinGroup with generation, member id and the member's partitions; "
+            "answer every held JoinGroup with generation, member id and the member's partitions "
+            "(when the leader assigns: every held SyncGroup with its member's assignment bytes); "
             "start session timers; replay deferred requests (which may start the next round)",
         ),
         Transition(
             _S.REBALANCING, _E.GENERATION_WRITE_FAILED, _S.PREPARE_REBALANCE,
             "the write failed",
-            "answer held JoinGroups with the error; drop members new in this round; the "
-            "generation stays; members rejoin",
+            "answer held JoinGroups (and SyncGroups) with the error; drop members new in this "
+            "round unless the leader assigns (they know their ids then); the generation stays; "
+            "members rejoin",
         ),
         Transition(_S.REBALANCING, _E.UNLOADED, _S.DEAD, _UNLOADED, _UNLOAD),
         # ----------------------------------------------------------------------------- Steady
         Transition(
             _S.STEADY, _E.MEMBER_JOINED, _S.PREPARE_REBALANCE,
-            _NEW_OR_CHANGED,
+            _NEW_OR_CHANGED + "; or the leader's, when the leader assigns (Kafka: it rejoins "
+            "when it sees the topics change)",
             "hold its response; other members get REBALANCE_IN_PROGRESS in heartbeats",
         ),
         Transition(
@@ -201,7 +239,7 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
         Transition(
             _S.STEADY, _E.TOPICS_CHANGED, _S.PREPARE_REBALANCE,
             "a subscribed topic was created or gained partitions, or a loaded assignment no "
-            "longer matches the topics",
+            "longer matches the topics (not when the leader assigns)",
             "members are told in heartbeats",
         ),
         Transition(_S.STEADY, _E.UNLOADED, _S.DEAD, _UNLOADED, _UNLOAD),
@@ -214,6 +252,14 @@ HEARTBEAT_ANSWER: dict[GroupState, ErrorCode] = {
     GroupState.STEADY: ErrorCode.NONE,
     GroupState.PREPARE_REBALANCE: ErrorCode.REBALANCE_IN_PROGRESS,
     GroupState.REBALANCING: ErrorCode.REBALANCE_IN_PROGRESS,
+}
+
+# The same for a group whose leader assigns: in Rebalancing its members have their JoinGroup
+# answers and heartbeat while the leader assigns (Kafka 2.x answers NONE there too; some clients
+# rejoin in a loop when told REBALANCE_IN_PROGRESS right after their JoinGroup answer).
+HEARTBEAT_ANSWER_LEADER_ASSIGNS: dict[GroupState, ErrorCode] = {
+    **HEARTBEAT_ANSWER,
+    GroupState.REBALANCING: ErrorCode.NONE,
 }
 
 # An offset commit from a current member with the current generation, by state. In Empty only

@@ -85,6 +85,8 @@ class OffsetsPartition:
                 state=GroupState.STEADY if value.members else GroupState.EMPTY,
                 generation=value.generation,
                 strategy=value.strategy,
+                protocol_type=value.protocol_type,
+                leader_id=value.leader_id,
                 state_since_ms=(value.state_timestamp_ms
                                 if not value.members or value.state_timestamp_ms > 0
                                 else now_ms),

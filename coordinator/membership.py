@@ -6,6 +6,12 @@ then "increments the group generation id, assigns consumer ids where required an
 partition assignment" -- the new generation is written to ``__consumer_offsets`` and the held
 JoinGroups are answered once it is. Every move goes through ``Outbox.move``, checked against
 ``GROUP_MACHINE``.
+
+A group whose members send a protocol type (Kafka's classic protocol, which Kafka's clients
+speak) takes two steps instead: the JoinGroups are answered when the join phase ends, the
+leader's with every member's metadata, and the generation is written once the leader's SyncGroup
+brings the assignments (Kafka's AwaitingSync, our Rebalancing). ``coordinator.protocols`` has
+the rules about the protocols themselves.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from typing import Any
 
 import structlog
 
+from coordinator import protocols
 from coordinator.answers import (
     append_error_answer,
     error_body,
     join_answer,
     join_error,
+    sync_answer,
 )
 from coordinator.assignors import AssignmentStrategy
 from coordinator.config import CoordinatorConfig
@@ -31,9 +39,15 @@ from coordinator.group import (
     Group,
     JoinRequest,
     Member,
+    Protocols,
     Round,
 )
-from coordinator.group_state import HEARTBEAT_ANSWER, GroupEvent, GroupState
+from coordinator.group_state import (
+    HEARTBEAT_ANSWER,
+    HEARTBEAT_ANSWER_LEADER_ASSIGNS,
+    GroupEvent,
+    GroupState,
+)
 from coordinator.loader import OffsetsPartitions
 from coordinator.offsets_topic import GroupKey, GroupValue, group_record
 from coordinator.outbox import Outbox
@@ -93,19 +107,43 @@ class Membership:
             group = loader.groups[group_id] = Group(group_id, loader.partition,
                                                     state_since_ms=ctx.now_ms)
             self._out.counters["group.created"] += 1
-        strategy = body["assignment_strategy"]
-        if group.state is not _S.EMPTY and strategy != group.strategy:
+        protocol_type = body.get("protocol_type", "")
+        offered = tuple((p["name"], p["metadata"]) for p in body.get("protocols", ()))
+        inconsistent = self._inconsistent(group, member_id, protocol_type, offered,
+                                          body["assignment_strategy"])
+        if inconsistent is not None:
             self._out.respond(ctx.token, join_error(
-                _E.INCONSISTENT_GROUP_PROTOCOL, member_id,
-                f"the group uses {group.strategy!r}"))
+                _E.INCONSISTENT_GROUP_PROTOCOL, member_id, inconsistent))
             return
         session, rebalance = body["session_timeout_ms"], body["rebalance_timeout_ms"]
+        if protocol_type:  # the leader assigns: topics and strategy are not used
+            subscription = protocols.subscription_of(protocol_type, offered[0][1])
+            strategy = ""
+        else:
+            subscription = tuple(sorted(set(body["topics"])))
+            strategy, offered = body["assignment_strategy"], ()
         join = JoinRequest(
             ctx.token, ctx.connection, member_id, ctx.client_id, ctx.client_host, session,
-            rebalance if rebalance > 0 else session,
-            tuple(sorted(set(body["topics"]))), strategy,
+            rebalance if rebalance > 0 else session, subscription, strategy, protocol_type,
+            offered,
         )
         self._accept_join(group, join, ctx.now_ms)
+
+    def _inconsistent(self, group: Group, member_id: str, protocol_type: str,
+                      offered: Protocols, strategy: str) -> str | None:
+        """Why a JoinGroup cannot join this group as it is, or None. A group with members
+        takes only members of its own kind; one whose leader assigns, only members that leave
+        it a protocol every member supports."""
+        if group.state is _S.EMPTY:
+            return None
+        if protocol_type != group.protocol_type:
+            return protocols.mixed_kinds_message(group, protocol_type)
+        if not protocol_type:
+            return None if strategy == group.strategy else f"the group uses {group.strategy!r}"
+        if not protocols.fits(group, member_id, offered):
+            return (f"none of the protocols {[name for name, _ in offered]} is supported by "
+                    f"every member of group {group.group_id!r}")
+        return None
 
     def _refuse_join(self, body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
         """A JoinGroup whose settings this coordinator does not accept, whatever the group."""
@@ -115,6 +153,11 @@ class Membership:
         if not low <= session <= high:
             return (_E.INVALID_SESSION_TIMEOUT,
                     f"session_timeout_ms {session} is outside [{low}, {high}]")
+        if body.get("protocol_type", ""):
+            if not body["protocols"]:
+                return (_E.INCONSISTENT_GROUP_PROTOCOL,
+                        f"protocol type {body['protocol_type']!r} needs at least one protocol")
+            return None
         strategy = body["assignment_strategy"]
         if strategy not in self.strategies:
             return (_E.UNKNOWN_ASSIGNMENT_STRATEGY,
@@ -144,6 +187,8 @@ class Membership:
             return _E.ILLEGAL_GENERATION
         if member.session_deadline_ms is not None:
             self.touch_session(group, member, now_ms)
+        if group.leader_assigns:
+            return HEARTBEAT_ANSWER_LEADER_ASSIGNS[group.state]
         return HEARTBEAT_ANSWER[group.state]
 
     def _slow_member_heartbeat(
@@ -165,6 +210,67 @@ class Membership:
         self._out.move(group, _G.SLOW_MEMBER_RETURNED, f"{member_id} heartbeat first", now_ms)
         self.touch_session(group, slow, now_ms)
         return _E.NONE
+
+    def sync_group(self, body: dict[str, Any], ctx: RequestContext) -> None:
+        """Kafka's SyncGroup: the leader's assignments are taken and written; every member's
+        SyncGroup is answered with its own once they are."""
+        group = self._member_group(body["group_id"])
+        if isinstance(group, ErrorCode):
+            self._out.respond(ctx.token, sync_answer(group))
+            return
+        member = group.members.get(body["member_id"])
+        if member is None:
+            self._out.respond(ctx.token, sync_answer(_E.UNKNOWN_MEMBER_ID))
+            return
+        group.confirm(member)
+        if not group.leader_assigns:
+            self._out.respond(ctx.token, sync_answer(
+                _E.INCONSISTENT_GROUP_PROTOCOL,
+                message=f"group {group.group_id!r} is assigned by the broker (protocol type "
+                        "''): its members get their partitions in the JoinGroup answer"))
+            return
+        if body["generation_id"] != group.generation:
+            self._out.respond(ctx.token, sync_answer(_E.ILLEGAL_GENERATION))
+            return
+        if group.state is _S.STEADY:
+            self._out.respond(ctx.token, sync_answer(_E.NONE, member.assignment_bytes))
+            if member.session_deadline_ms is not None:
+                self.touch_session(group, member, ctx.now_ms)
+            return
+        if group.state is not _S.REBALANCING:
+            self._out.respond(ctx.token, sync_answer(_E.REBALANCE_IN_PROGRESS))
+            return
+        if member.sync is not None:
+            self._out.respond(member.sync, sync_answer(
+                _E.REBALANCE_IN_PROGRESS, message="superseded by a newer SyncGroup"))
+        member.sync = ctx.token
+        if group.awaiting_sync and member.member_id == group.leader_id:
+            self._take_leader_sync(group, body["assignments"], ctx.now_ms)
+
+    def _take_leader_sync(self, group: Group, sent: list[dict[str, Any]], now_ms: int) -> None:
+        """The leader's assignments become the generation's; its record is appended (members
+        the leader left out get empty bytes)."""
+        by_member = {a["member_id"]: a["assignment"] for a in sent}
+        assignment_bytes = {mid: by_member.get(mid, b"") for mid in group.members}
+        this_round = Round(
+            group.generation,
+            {mid: protocols.assignment_of(group.protocol_type, data)
+             for mid, data in assignment_bytes.items()},
+            frozenset(), assignment_bytes,
+        )
+        group.round = this_round
+        self._out.move(group, _G.LEADER_SYNCED, f"{group.leader_id} assigned", now_ms)
+        value = GroupValue(
+            this_round.generation, group.strategy, now_ms,
+            tuple(group.members[mid].to_value(this_round.assignments[mid],
+                                              assignment_bytes[mid])
+                  for mid in sorted(group.members)),
+            group.protocol_type, group.leader_id,
+        )
+        self._out.append(
+            group.partition, (group_record(GroupKey(group.group_id), value),),
+            lambda error, now: self._generation_written(group, this_round, error, now),
+        )
 
     def leave_group(self, body: dict[str, Any], ctx: RequestContext) -> None:
         self._out.respond(ctx.token, error_body(self._leave_answer(body, ctx.now_ms)))
@@ -202,7 +308,7 @@ class Membership:
     def on_topic_changed(self, topic: str, count: int | None, now_ms: int) -> None:
         for partition in self._partitions.ready():
             for group in list(partition.groups.values()):
-                if topic in group.subscribed_topics():
+                if not group.leader_assigns and topic in group.subscribed_topics():
                     self.check_topics(group, now_ms, f"topic {topic} has {count} partitions")
 
     def on_disconnect(self, connection: Hashable, now_ms: int) -> None:
@@ -243,6 +349,7 @@ class Membership:
     def unload(self, group: Group, now_ms: int) -> None:
         for join in group.held_joins():
             self._out.respond(join.token, join_error(_E.NOT_COORDINATOR, join.member_id))
+        self._answer_syncs(group, _E.NOT_COORDINATOR)
         for member in group.members.values():
             self.pause_session(group, member)
         self._clear_join_timers(group)
@@ -310,6 +417,16 @@ class Membership:
             self._out.set_timer(self._session_key(group, member_id), deadline)
             return
         member.session_deadline_ms = None
+        if group.state is _S.REBALANCING:  # only when the leader assigns: sessions run there
+            reason = f"{member_id} silent for {member.session_timeout_ms} ms"
+            if group.awaiting_sync:  # it may still rejoin with its id in the next join phase
+                self._answer_syncs(group, _E.REBALANCE_IN_PROGRESS)
+                del group.members[member_id]
+                group.expired[member_id] = member
+                self._restart_before_sync(group, reason, now_ms)
+            else:
+                self._leave(group, member, reason, now_ms)
+            return
         del group.members[member_id]
         group.expired[member_id] = member
         was_steady = group.state is _S.STEADY
@@ -370,9 +487,13 @@ class Membership:
             # no generation to bump: nobody would hold it, and the generation in memory stays
             # the one in the log whether or not this write lands
             self._out.move(group, _G.JOIN_PHASE_ENDED_EMPTY, reason, now_ms)
-            value = GroupValue(group.generation, group.strategy, now_ms, ())
+            value = GroupValue(group.generation, group.strategy, now_ms, (),
+                               group.protocol_type, "")
             self._out.append(group.partition, (group_record(GroupKey(group.group_id), value),),
                              self._out.log_failure("empty group record"))
+            return
+        if group.leader_assigns:
+            self._hand_out_generation(group, reason, now_ms)
             return
         this_round = self._assign(group)
         group.round = this_round
@@ -415,6 +536,11 @@ class Membership:
                            now_ms)
             for member in group.members.values():
                 member.assignment = this_round.assignments[member.member_id]
+                if group.leader_assigns:
+                    member.assignment_bytes = this_round.assignment_bytes[member.member_id]
+                if member.sync is not None:
+                    self._out.respond(member.sync, sync_answer(_E.NONE, member.assignment_bytes))
+                    member.sync = None
                 if member.join is not None:
                     self._out.respond(member.join.token, join_answer(group, member))
                     member.join = None
@@ -430,6 +556,7 @@ class Membership:
         are forgotten (their clients never learned their ids), and the round starts over."""
         answer = append_error_answer(error)
         self._out.move(group, _G.GENERATION_WRITE_FAILED, f"write failed: {error.name}", now_ms)
+        self._answer_syncs(group, answer)
         for member in list(group.members.values()):
             is_new = member.member_id in this_round.new_member_ids
             if member.join is not None:
@@ -463,6 +590,8 @@ class Membership:
         return counts
 
     def check_topics(self, group: Group, now_ms: int, reason: str) -> None:
+        if group.leader_assigns:  # its clients watch the metadata and rejoin themselves
+            return
         if group.state is _S.PREPARE_REBALANCE:
             self._out.move(group, _G.TOPICS_CHANGED, reason, now_ms)
         elif group.state in (_S.STEADY, _S.REBALANCING) and group.assignment_outdated(
@@ -497,11 +626,14 @@ class Membership:
             group.confirm(member)
         if state is _S.EMPTY:
             group.strategy = join.strategy
+            group.protocol_type, group.leader_id = join.protocol_type, ""
             group.new_joins.append(join)
             self._watch(join.connection, group)
             self._out.move(group, _G.MEMBER_JOINED, "first member", now_ms)
             self._begin_join_phase(group, now_ms, first_round=True)
             self._maybe_end_join_phase(group, now_ms)
+        elif group.awaiting_sync:
+            self._join_before_sync(group, member, join, now_ms)
         elif state is _S.REBALANCING:
             self._join_while_written(group, member, join, now_ms)
         elif member is None:
@@ -541,7 +673,10 @@ class Membership:
     def _member_rejoins(self, group: Group, member: Member, join: JoinRequest,
                         now_ms: int) -> None:
         was_steady = group.state is _S.STEADY
-        changed = member.changed_by(join)
+        # Kafka's rule: a Steady group's leader rejoins when it sees the topics change (these
+        # groups start no round on topic changes themselves), so its JoinGroup starts one
+        changed = member.changed_by(join) or (
+            was_steady and group.leader_assigns and member.member_id == group.leader_id)
         if was_steady and not changed:
             self._out.move(group, _G.MEMBER_REJOINED, "subscription unchanged", now_ms)
             self._out.respond(join.token, join_answer(group, member))
@@ -568,6 +703,12 @@ class Membership:
 
     def _leave(self, group: Group, member: Member, reason: str, now_ms: int) -> None:
         """Remove a member (LeaveGroup, or a zombie); deferred while a round is written."""
+        if group.awaiting_sync:
+            self._answer_syncs(group, _E.REBALANCE_IN_PROGRESS)
+            del group.members[member.member_id]
+            self.pause_session(group, member)
+            self._restart_before_sync(group, f"{member.member_id}: {reason}", now_ms)
+            return
         if group.state is _S.REBALANCING:
             group.deferred.append(DeferredLeave(member.member_id))
             self._out.move(group, _G.MEMBER_LEFT, reason + " (deferred)", now_ms)
@@ -583,3 +724,61 @@ class Membership:
         if was_steady:
             self._begin_join_phase(group, now_ms, first_round=False)
         self._maybe_end_join_phase(group, now_ms)
+
+    # ============================================================== when the leader assigns
+
+    def _answer_syncs(self, group: Group, code: ErrorCode) -> None:
+        for member in group.held_syncs():
+            assert member.sync is not None
+            self._out.respond(member.sync, sync_answer(code))
+            member.sync = None
+
+    def _restart_before_sync(self, group: Group, reason: str, now_ms: int,
+                             event: GroupEvent = _G.MEMBER_LEFT_BEFORE_SYNC) -> None:
+        """A join or a leave before the leader's SyncGroup: the generation is abandoned and a
+        new join phase starts (held SyncGroups are answered by the caller)."""
+        self._out.move(group, event, reason, now_ms)
+        self._begin_join_phase(group, now_ms, first_round=False)
+        self._maybe_end_join_phase(group, now_ms)
+
+    def _join_before_sync(self, group: Group, member: Member | None, join: JoinRequest,
+                          now_ms: int) -> None:
+        """Kafka's AwaitingSync: an unchanged member gets this generation's answer again; a
+        new or changed one starts the round over."""
+        if member is not None and not member.changed_by(join):
+            self._out.move(group, _G.MEMBER_REJOINED, f"{member.member_id} rejoined", now_ms)
+            self._out.respond(join.token, join_answer(group, member))
+            self.touch_session(group, member, now_ms)
+            return
+        self._answer_syncs(group, _E.REBALANCE_IN_PROGRESS)
+        if member is None:
+            group.new_joins.append(join)
+            self._watch(join.connection, group)
+            reason = "new member"
+        else:
+            member.take_join(join)
+            self._hold_join(member, join)
+            self.pause_session(group, member)
+            reason = f"{member.member_id} changed"
+        self._restart_before_sync(group, reason, now_ms, _G.MEMBER_JOINED_BEFORE_SYNC)
+
+    def _hand_out_generation(self, group: Group, reason: str, now_ms: int) -> None:
+        """The join phase of a group whose leader assigns ends: generation + 1 with its leader
+        and protocol, and every held JoinGroup answered at once; nothing is written until the
+        leader's SyncGroup."""
+        for join in group.new_joins:
+            member_id = f"{group.group_id}-{self._new_uuid()}"
+            group.members[member_id] = Member.from_join(member_id, join)
+        group.new_joins = []
+        group.leader_id = protocols.choose_leader(group)
+        group.strategy = protocols.choose_protocol(group.members, group.leader_id)
+        for member in group.members.values():
+            member.metadata = protocols.metadata_for(member.protocols, group.strategy)
+            member.subscription = protocols.subscription_of(group.protocol_type, member.metadata)
+        group.generation += 1
+        self._out.move(group, _G.JOIN_PHASE_ENDED, reason, now_ms)
+        for member in group.members.values():
+            if member.join is not None:
+                self._out.respond(member.join.token, join_answer(group, member))
+                member.join = None
+            self.touch_session(group, member, now_ms)

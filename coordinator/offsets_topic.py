@@ -10,12 +10,18 @@ what a record is about, so log compaction keeps exactly the newest value per gro
 - offset record: key ``[1, group, topic, partition]``,
   value ``[1, offset, metadata, commit_timestamp_ms]``;
 - group record: key ``[2, group]``,
-  value ``[1, generation, strategy, state_timestamp_ms, [member, ...]]``;
+  value ``[1, generation, strategy, state_timestamp_ms, [member, ...]]`` for a group the broker
+  assigns, and ``[2, generation, strategy, state_timestamp_ms, [member, ...], protocol_type,
+  leader_id]`` for one whose leader assigns (Kafka's classic protocol: strategy is then the
+  chosen protocol);
 
 member: ``[member_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-[topic, ...], [[topic, [partition, ...]], ...]]`` -- its subscription and its assignment.
-``state_timestamp_ms`` is when the group entered the state the record describes (the offsets of
-an Empty group expire counting from then).
+[topic, ...], [[topic, [partition, ...]], ...]]`` -- its subscription and its assignment; in
+version 2 followed by ``metadata, assignment_bytes, [[protocol, metadata], ...]``: its metadata
+for the chosen protocol, the assignment the leader sent, and every protocol it offered (so a
+rejoin after a failover is recognised as unchanged). ``state_timestamp_ms`` is when the group
+entered the state the record describes (the offsets of an Empty group expire counting from
+then). Groups the broker assigns are still written as version 1, which every broker reads.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from protocol.partitions import TopicPartition
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 VALUE_VERSION = 1
+#: the group value of a group whose leader assigns
+GROUP_VALUE_VERSION_CLIENT_SIDE = 2
 
 
 class OffsetsRecordError(ProtocolError):
@@ -67,6 +75,9 @@ class MemberValue:
     rebalance_timeout_ms: int
     subscription: tuple[str, ...]
     assignment: Assignment
+    metadata: bytes = b""
+    assignment_bytes: bytes = b""
+    protocols: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,9 @@ class GroupValue:
     strategy: str
     state_timestamp_ms: int
     members: tuple[MemberValue, ...]
+    #: "" for a group the broker assigns (written as version 1)
+    protocol_type: str = ""
+    leader_id: str = ""
 
 
 RecordKey = OffsetKey | GroupKey
@@ -141,34 +155,54 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 def encode_group_value(value: GroupValue) -> bytes:
-    members = [
-        [
+    client_side = bool(value.protocol_type)
+    members = []
+    for m in value.members:
+        member: list[Any] = [
             m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
             m.rebalance_timeout_ms, list(m.subscription), _grouped(m.assignment),
         ]
-        for m in value.members
-    ]
-    return _pack(
-        [VALUE_VERSION, value.generation, value.strategy, value.state_timestamp_ms, members]
+        if client_side:
+            member += [m.metadata, m.assignment_bytes, [[n, b] for n, b in m.protocols]]
+        members.append(member)
+    if not client_side:
+        return _pack(
+            [VALUE_VERSION, value.generation, value.strategy, value.state_timestamp_ms, members]
+        )
+    return _pack([
+        GROUP_VALUE_VERSION_CLIENT_SIDE, value.generation, value.strategy,
+        value.state_timestamp_ms, members, value.protocol_type, value.leader_id,
+    ])
+
+
+def _member_value(fields: list[Any]) -> MemberValue:
+    mid, cid, host, session, rebalance, subscription, assignment = fields[:7]
+    metadata, assignment_bytes, protocols = fields[7:] if len(fields) == 10 else (b"", b"", [])
+    if not isinstance(metadata, bytes) or not isinstance(assignment_bytes, bytes):
+        raise TypeError("member metadata and assignment are not bytes")
+    return MemberValue(
+        str(mid), str(cid), str(host), int(session), int(rebalance),
+        tuple(str(t) for t in subscription), _assignment(assignment),
+        metadata, assignment_bytes, tuple((str(n), bytes(b)) for n, b in protocols),
     )
 
 
 def decode_group_value(data: bytes) -> GroupValue:
     fields = _unpack(data, "group value")
-    if fields[0] != VALUE_VERSION or len(fields) != 5:
+    if (fields[0], len(fields)) not in ((VALUE_VERSION, 5), (GROUP_VALUE_VERSION_CLIENT_SIDE, 7)):
         raise OffsetsRecordError(f"unknown group value {fields!r}")
-    _, generation, strategy, timestamp, members = fields
+    generation, strategy, timestamp, members = fields[1:5]
+    client_side = fields[0] == GROUP_VALUE_VERSION_CLIENT_SIDE
+    protocol_type, leader_id = fields[5:] if client_side else ("", "")
+    member_length = 10 if client_side else 7
     try:
-        decoded = tuple(
-            MemberValue(
-                str(mid), str(cid), str(host), int(session), int(rebalance),
-                tuple(str(t) for t in subscription), _assignment(assignment),
-            )
-            for mid, cid, host, session, rebalance, subscription, assignment in members
-        )
+        if any(len(m) != member_length for m in members):
+            raise ValueError(f"a member is not {member_length} fields")
+        decoded = tuple(_member_value(m) for m in members)
     except (TypeError, ValueError) as exc:
         raise OffsetsRecordError(f"malformed group members: {exc}") from None
-    return GroupValue(int(generation), str(strategy), int(timestamp), decoded)
+    return GroupValue(int(generation), str(strategy), int(timestamp), decoded,
+                      str(protocol_type), str(leader_id))
 
 
 def offset_record(key: OffsetKey, value: OffsetValue | None) -> Record:

@@ -267,6 +267,7 @@ API_ACLS: dict[ApiKey, tuple[AclCheck, ...]] = {
     ApiKey.CONTROLLED_SHUTDOWN: (_c(_CA, _CLUSTER, _BROKERS),),
     ApiKey.FIND_COORDINATOR: (_c(_DESC, _GROUP),),
     ApiKey.JOIN_GROUP: (_c(_R, _GROUP),),
+    ApiKey.SYNC_GROUP: (_c(_R, _GROUP),),
     ApiKey.HEARTBEAT: (_c(_R, _GROUP),),
     ApiKey.LEAVE_GROUP: (_c(_R, _GROUP),),
     ApiKey.OFFSET_COMMIT: (_c(_R, _GROUP), _c(_R, _TOPIC, "each committed partition's topic")),

@@ -39,6 +39,7 @@ class ApiKey(IntEnum):
     JOIN_GROUP = 11
     HEARTBEAT = 12
     LEAVE_GROUP = 13
+    SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
@@ -331,22 +332,58 @@ FIND_COORDINATOR = Api(
 # ------------------------------------------------------------------------------------ JoinGroup
 ASSIGNMENT = Array(_s("TopicPartitions", _f("topic", STRING), _f("partitions", Array(INT32))))
 JOIN_GROUP = Api(
-    ApiKey.JOIN_GROUP, "JoinGroup", 0, 0,
+    ApiKey.JOIN_GROUP, "JoinGroup", 0, 1,
     _s("JoinGroupRequest",
        _f("group_id", STRING),
        _f("session_timeout_ms", INT32, "seed: SessionTimeout"),
        _f("rebalance_timeout_ms", INT32,
           "how long the coordinator waits for members to rejoin during a rebalance"),
-       _f("topics", Array(STRING), "seed: Topics -- the subscription"),
+       _f("topics", Array(STRING), "seed: Topics -- the subscription; empty when "
+          "protocol_type is not empty"),
        _f("member_id", STRING, "seed: ConsumerId; empty on the first join"),
-       _f("assignment_strategy", STRING, "seed: PartitionAssignmentStrategy, e.g. range")),
+       _f("assignment_strategy", STRING, "seed: PartitionAssignmentStrategy, e.g. range; "
+          "empty when protocol_type is not empty"),
+       _f("protocol_type", STRING,
+          "empty: the broker assigns (as v0); any other value (Kafka's consumers send "
+          "consumer): the leader assigns, through SyncGroup", since=1),
+       _f("protocols", Array(_s("JoinGroupProtocol", _f("name", STRING),
+                                _f("metadata", BYTES))),
+          "the assignors the member supports, preferred first, each with its metadata (for "
+          "consumer: a ConsumerProtocol Subscription); empty when protocol_type is empty",
+          since=1)),
     _s("JoinGroupResponse", ERROR_CODE, ERROR_MESSAGE,
        _f("generation_id", INT32, "seed: GroupGenerationId"),
        _f("member_id", STRING, "seed: ConsumerId, <group>-<uuid>"),
        _f("assignment_strategy", STRING),
-       _f("partitions_to_own", ASSIGNMENT, "seed: PartitionsToOwn")),
-    "Join (or rejoin) a group. One round: the coordinator computes the assignment and returns "
-    "each member's share in its own response.",
+       _f("partitions_to_own", ASSIGNMENT, "seed: PartitionsToOwn; empty when the leader "
+          "assigns"),
+       _f("protocol_name", STRING, "the protocol chosen for this generation (empty when the "
+          "broker assigns)", since=1),
+       _f("leader_id", STRING, "the member that assigns (empty when the broker assigns)",
+          since=1),
+       _f("members", Array(_s("JoinGroupMember", _f("member_id", STRING),
+                              _f("metadata", BYTES))),
+          "to the leader only: every member with its metadata for the chosen protocol",
+          since=1)),
+    "Join (or rejoin) a group. With protocol_type empty, one round: the coordinator computes "
+    "the assignment and returns each member's share in its own response. Otherwise (v1, "
+    "Kafka's classic protocol) the leader gets every member's metadata, assigns, and sends "
+    "the assignments with SyncGroup.",
+)
+
+SYNC_GROUP = Api(
+    ApiKey.SYNC_GROUP, "SyncGroup", 0, 0,
+    _s("SyncGroupRequest", _f("group_id", STRING), _f("generation_id", INT32),
+       _f("member_id", STRING),
+       _f("assignments", Array(_s("SyncGroupAssignment", _f("member_id", STRING),
+                                  _f("assignment", BYTES))),
+          "the leader's assignment of every member; empty from the others")),
+    _s("SyncGroupResponse", ERROR_CODE, ERROR_MESSAGE,
+       _f("assignment", BYTES, "this member's assignment as the leader sent it (for "
+          "consumer: a ConsumerProtocol Assignment); empty on error")),
+    "The second step of a group whose leader assigns (JoinGroup v1 with a protocol_type): "
+    "the leader sends every member's assignment, and each member gets its own once the "
+    "generation is written.",
 )
 
 HEARTBEAT = Api(
@@ -412,7 +449,7 @@ LIST_GROUPS = Api(
 )
 
 DESCRIBE_GROUPS = Api(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 1,
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 2,
     _s("DescribeGroupsRequest", _f("group_ids", Array(STRING))),
     _s("DescribeGroupsResponse",
        _f("groups", Array(_s("DescribedGroup", ERROR_CODE, _f("group_id", STRING),
@@ -422,16 +459,26 @@ DESCRIBE_GROUPS = Api(
                                 "clock, ms since the epoch; across a coordinator move, when "
                                 "its generation was written); -1 if unknown: no group, or "
                                 "one used only with manual assignment", since=1),
-                             _f("assignment_strategy", STRING),
+                             _f("assignment_strategy", STRING,
+                                "the strategy; the chosen protocol when the leader assigns"),
                              _f("generation_id", INT32),
                              _f("members", Array(_s(
                                  "DescribedMember",
                                  _f("member_id", STRING), _f("client_id", STRING),
                                  _f("client_host", STRING), _f("session_timeout_ms", INT32),
-                                 _f("subscription", Array(STRING)),
-                                 _f("assignment", ASSIGNMENT)))))))),
+                                 _f("subscription", Array(STRING),
+                                    "decoded from metadata for protocol type consumer"),
+                                 _f("assignment", ASSIGNMENT,
+                                    "decoded from assignment_bytes for protocol type consumer"),
+                                 _f("metadata", BYTES, "the member's metadata for the chosen "
+                                    "protocol; empty when the broker assigns", since=2),
+                                 _f("assignment_bytes", BYTES, "the assignment as the leader "
+                                    "sent it; empty when the broker assigns", since=2)))),
+                             _f("protocol_type", STRING, "empty when the broker assigns; "
+                                "else the members' protocol type, e.g. consumer", since=2))))),
     "State, strategy, generation and members (with subscriptions and assignments) of groups. "
-    "v1 adds when each group entered its state.",
+    "v1 adds when each group entered its state; v2 the protocol type and each member's "
+    "metadata and assignment bytes, for groups whose leader assigns.",
 )
 
 DELETE_GROUPS = Api(
@@ -808,8 +855,8 @@ REGISTRY: dict[ApiKey, Api] = {
     for api in (
         API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, DELETE_TOPICS,
         DELETE_RECORDS, DESCRIBE_LOG_DIRS,
-        FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH,
-        LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CREATE_PARTITIONS,
+        FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT,
+        OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE, CREATE_PARTITIONS,
         LEADER_AND_ISR,
         UPDATE_METADATA, STOP_REPLICA, CONTROLLED_SHUTDOWN, ELECT_LEADERS,
         OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_CONFIGS,

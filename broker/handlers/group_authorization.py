@@ -1,8 +1,8 @@
 """What the authorizer lets through to the group coordinator (``API_ACLS``), and the answers
 for what it does not: the coordinator only ever sees what the principal may do.
 
-- JoinGroup, Heartbeat, LeaveGroup, OffsetCommit: Read on the group; OffsetFetch: Describe;
-  OffsetDelete: Delete -- else the whole request gets GROUP_AUTHORIZATION_FAILED;
+- JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit: Read on the group; OffsetFetch:
+  Describe; OffsetDelete: Delete -- else the whole request gets GROUP_AUTHORIZATION_FAILED;
 - OffsetCommit (Read), OffsetFetch (Describe) and OffsetDelete (Read) on each partition's topic
   -- else that partition gets TOPIC_AUTHORIZATION_FAILED and is not touched;
 - DescribeGroups (Describe) and DeleteGroups (Delete) per group -- else that group's entry gets
@@ -50,7 +50,7 @@ async def authorized(ctx: BrokerContext, api: ApiKey, body: dict[str, Any], ask:
 
 
 _BY_GROUP_ID = {
-    ApiKey.JOIN_GROUP: "join", ApiKey.HEARTBEAT: "heartbeat in",
+    ApiKey.JOIN_GROUP: "join", ApiKey.SYNC_GROUP: "sync with", ApiKey.HEARTBEAT: "heartbeat in",
     ApiKey.LEAVE_GROUP: "leave", ApiKey.OFFSET_COMMIT: "commit offsets of",
     ApiKey.OFFSET_FETCH: "fetch offsets of", ApiKey.OFFSET_DELETE: "delete offsets of",
 }
@@ -96,6 +96,6 @@ async def _per_group(ctx: BrokerContext, api: ApiKey, body: dict[str, Any], ask:
     by_id = {entry["group_id"]: entry for entry in answered.get(key, [])}
     denied = {
         "error_code": _GROUP_DENIED, "state": "", "state_since_ms": -1,
-        "assignment_strategy": "", "generation_id": -1, "members": [],
+        "assignment_strategy": "", "generation_id": -1, "members": [], "protocol_type": "",
     } if api == ApiKey.DESCRIBE_GROUPS else {"error_code": _GROUP_DENIED}
     return {key: [by_id.get(g) or {"group_id": g, **denied} for g in ids]}

@@ -52,8 +52,8 @@ async def _coordinator(ctx: BrokerContext, group_id: str) -> dict[str, Any]:
 
 
 async def coordinated(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    """JoinGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-    DeleteGroups and OffsetDelete: the coordinator's answer."""
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+    DescribeGroups, DeleteGroups and OffsetDelete: the coordinator's answer."""
     client = CLIENT_CONNECTION.get()
 
     async def ask(body: dict[str, Any]) -> dict[str, Any]:

@@ -257,6 +257,9 @@ def render() -> dict[str, str]:
             *_table_parts(group.GROUP_MACHINE), group.STATE_DESCRIPTIONS,
             _answers("Heartbeat from a member with the current generation",
                      group.HEARTBEAT_ANSWER)
+            + "\n\n"
+            + _answers("The same in a group whose leader assigns (Kafka's classic protocol)",
+                       group.HEARTBEAT_ANSWER_LEADER_ASSIGNS)
             + "\n\nUnknown members get UNKNOWN_MEMBER_ID and other generations "
             "ILLEGAL_GENERATION first.\n\n"
             + _answers("OffsetCommit from a member with the current generation",

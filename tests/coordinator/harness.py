@@ -139,9 +139,10 @@ class FakeDriver:
         client_id: str = "client",
         client_host: str = "/127.0.0.1",
         connection: Hashable | None = None,
+        version: int = 0,
     ) -> int:
         api = REGISTRY[api_key]
-        validate(api.name, "request", 0, api.request, body)
+        validate(api.name, "request", version, api.request, body)
         token = next(self._tokens)
         self.apis[token] = api_key
         ctx = RequestContext(token, self.now, client_id, client_host, connection)

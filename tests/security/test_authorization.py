@@ -330,11 +330,16 @@ def test_group_apis_need_read_on_the_group(raw: RawClient, acls: Acls) -> None:
     for api, body in ((ApiKey.JOIN_GROUP, join_body("g")),
                       (ApiKey.HEARTBEAT, {"group_id": "g", "generation_id": 1,
                                           "member_id": "m"}),
-                      (ApiKey.LEAVE_GROUP, {"group_id": "g", "member_id": "m"})):
+                      (ApiKey.LEAVE_GROUP, {"group_id": "g", "member_id": "m"}),
+                      (ApiKey.SYNC_GROUP, {"group_id": "g", "generation_id": 1,
+                                           "member_id": "m", "assignments": []})):
         assert error_code(raw, api, body) == GROUP_DENIED, api
     acls.grant(binding(Op.READ, GROUP, "g"))
     assert raw.request(ApiKey.FIND_COORDINATOR, {"group_id": "g"})["error_code"] == 0
     assert raw.request(ApiKey.JOIN_GROUP, join_body("g"))["error_code"] == 0
+    assert raw.request(ApiKey.SYNC_GROUP, {"group_id": "g", "generation_id": 1, "member_id": "m",
+                                           "assignments": []})["error_code"] == \
+        ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def commit_body(group: str, topics: list[str]) -> dict[str, Any]:

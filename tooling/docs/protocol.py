@@ -324,6 +324,35 @@ subscriptions allow: no chain of moves, each handing a partition to another memb
 its topic, takes a partition from a member to one holding two or more fewer (which implies
 Kafka's StickyAssignor definition of balance) -- and among the balanced ones it moves the fewest
 partitions whose owner is still a member subscribed to their topic.
+
+**When the leader assigns (v1, a non-empty `protocol_type`).** This is Kafka's classic group
+protocol, which Kafka's clients speak: `topics` and `assignment_strategy` are sent empty, and
+`protocols` lists the assignors the member supports, preferred first, each with its metadata
+(for `consumer`, Kafka's ConsumerProtocol Subscription, from which DescribeGroups shows the
+subscription). When the join phase ends every JoinGroup is answered at once with the new
+generation, the chosen `protocol_name` (each member votes for the first one in its own order
+that every member supports; most votes wins, a tie goes to the leader's preference) and
+`leader_id`; the leader's answer also lists every member with its metadata. The leader then
+sends the assignments with SyncGroup. A group takes members of one kind while it has any: a
+JoinGroup whose `protocol_type` differs from the group's, or whose protocols share none with the
+members', is answered {ErrorCode.INCONSISTENT_GROUP_PROTOCOL.name}. Once the group is Empty
+either kind may take it over; committed offsets stay the group's.
+"""
+
+
+def _sync_group_notes() -> str:
+    return f"""
+The leader's SyncGroup carries every member's assignment (members it leaves out get empty
+bytes); the others send none. The generation is written to `__consumer_offsets` once the
+leader's arrives, and every SyncGroup of the generation is answered with its member's bytes when
+it is written -- a follower's sent earlier is held until then, one sent later (state Steady) is
+answered at once. While the group waits for the leader, heartbeats of the new generation are
+answered with no error; a new member, a member whose metadata changed, a leave or an expired
+session starts the round over, and held SyncGroups get {ErrorCode.REBALANCE_IN_PROGRESS.name}.
+Errors, as Kafka 0.10.2: unknown group or member {ErrorCode.UNKNOWN_MEMBER_ID.name}, another
+generation {ErrorCode.ILLEGAL_GENERATION.name}, a join phase in progress
+{ErrorCode.REBALANCE_IN_PROGRESS.name}, a group the broker assigns
+{ErrorCode.INCONSISTENT_GROUP_PROTOCOL.name}.
 """
 
 
@@ -365,6 +394,7 @@ _API_NOTES = {
     ApiKey.API_VERSIONS: _api_versions_notes,
     ApiKey.FETCH: _fetch_notes,
     ApiKey.JOIN_GROUP: _join_group_notes,
+    ApiKey.SYNC_GROUP: _sync_group_notes,
     ApiKey.OFFSET_COMMIT: _offset_commit_notes,
     ApiKey.DESCRIBE_GROUPS: _describe_groups_notes,
 }
