@@ -42,6 +42,8 @@ AREAS = (
          script("benchmarks.throughput")),
     Area("security", "Producer and Consumer over SASL_SSL beside PLAINTEXT, and logins/s "
          "(TLS, SCRAM, PLAIN)", script("benchmarks.security")),
+    Area("kafka_clients", "librdkafka (confluent-kafka) through the Kafka listener beside "
+         "odradek's client and Redis Streams", script("benchmarks.kafka_clients")),
     Area("peers", "Redis Streams and NATS JetStream on the producer and consumer workloads",
          peers.run),
     Area("limits", "sequential file write/read and loopback socket copy of the same bytes",

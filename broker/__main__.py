@@ -85,13 +85,16 @@ def _exit_quietly(signum: int, frame: object) -> None:
 
 
 def _announce(ctx: BrokerContext) -> None:
-    """The first listener's line; with several listeners, one line for each after it."""
+    """The first listener's line; with several listeners, one line for each after it, and one
+    for each Kafka-protocol listener (``kafka listener PLAINTEXT on 127.0.0.1:9093``)."""
     endpoints = ctx.settings.endpoints
     first = endpoints[0]
     lines = [f"odradek broker {ctx.broker_id} listening on {first.host}:{ctx.port}"]
     if len(endpoints) > 1:
         lines += [f"odradek broker {ctx.broker_id} listener {e.name} on {e.host}:"
                   f"{ctx.listener_ports[e.name]}" for e in endpoints]
+    lines += [f"odradek broker {ctx.broker_id} kafka listener {e.protocol.value} on {e.host}:"
+              f"{ctx.listener_ports[e.name]}" for e in ctx.settings.kafka_endpoints]
     print("\n".join(lines), flush=True)
 
 

@@ -78,7 +78,7 @@ REQUEST_TURN_S = 0.0001
 _ids = itertools.count(1)
 
 
-class _Close(Exception):
+class CloseConnection(Exception):
     """The connection must be closed: its byte stream can no longer be trusted, or it idled."""
 
     def __init__(self, reason: str, *, level: int = logging.WARNING) -> None:
@@ -119,7 +119,8 @@ class Connection:
 
     async def run(self) -> None:
         self._log.debug("connection.opened")
-        client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket)
+        client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket,
+                                  listener=self._endpoint.name)
         CLIENT_CONNECTION.set(client)
         writer = ResponseWriter(self._send, timeout=self._idle, on_failure=self.stop_waiting)
         reason = "closed by peer"
@@ -130,15 +131,15 @@ class Connection:
                 try:
                     await self._secure(client)
                     reason = await self._serve(writer)
-                except (_Close, ResponseTimeoutError, trio.BrokenResourceError,
+                except (CloseConnection, ResponseTimeoutError, trio.BrokenResourceError,
                         trio.ClosedResourceError) as exc:
                     failure = exc
                 finally:
                     writer.close()  # the writer sends what is queued, then returns
             failure = failure or writer.failure
-            if isinstance(failure, _Close | ResponseTimeoutError):
+            if isinstance(failure, CloseConnection | ResponseTimeoutError):
                 reason = str(failure)
-                level = failure.level if isinstance(failure, _Close) else logging.WARNING
+                level = failure.level if isinstance(failure, CloseConnection) else logging.WARNING
                 self._log.log(level, "connection.dropped", reason=reason)
             elif failure is not None:
                 reason = f"broken: {failure}"
@@ -158,7 +159,7 @@ class Connection:
             self._io, self._sasl = await self._ctx.listener_security.open(
                 self._endpoint, self._stream, client, self._read_timeout)
         except HandshakeError as exc:
-            raise _Close(str(exc), level=logging.INFO) from None
+            raise CloseConnection(str(exc), level=logging.INFO) from None
         SASL_SESSION.set(self._sasl)
 
     async def _send(self, pieces: Sequence[Piece]) -> None:
@@ -174,7 +175,7 @@ class Connection:
             try:
                 payload = self._decoder.next_frame()
             except FrameTooLargeError as exc:
-                raise _Close(str(exc)) from None
+                raise CloseConnection(str(exc)) from None
             if payload is None:
                 data = None if self._stopped else await self._receive()
                 if data is None:
@@ -188,7 +189,7 @@ class Connection:
                 try:
                     self._decoder.receive_data(data)
                 except FrameTooLargeError as exc:
-                    raise _Close(str(exc)) from None
+                    raise CloseConnection(str(exc)) from None
                 turn_started = time.perf_counter()  # receiving let the other tasks run
                 continue
             if time.perf_counter() - turn_started >= REQUEST_TURN_S:
@@ -203,7 +204,8 @@ class Connection:
                 await writer.put(pieces)
             if self._sasl is not None and self._sasl.failed:
                 # sasl.failed has said why, once: a flood of failures logs one line each
-                raise _Close("SASL authentication failed or out of order", level=logging.DEBUG)
+                raise CloseConnection("SASL authentication failed or out of order",
+                                      level=logging.DEBUG)
             del payload, pieces  # not kept alive while waiting for the next request
             self._release(self._held - self._decoder.buffered)  # the handled request's bytes
             if self._ctx.stopping:
@@ -244,8 +246,8 @@ class Connection:
             return None
         if between_requests:
             idle_ms = round(self._idle * 1000)
-            raise _Close(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
-        raise _Close(self._read_timeout_reason())
+            raise CloseConnection(f"idle for connections_max_idle_ms={idle_ms}", level=logging.INFO)
+        raise CloseConnection(self._read_timeout_reason())
 
     async def _receive_request_start(self) -> bytes | None:
         """Wait for the peer's next request and read its start (b"" if it closed) into a
@@ -321,7 +323,7 @@ class Connection:
         """On a SASL listener, before authentication, only the SASL exchange (and
         ApiVersions) is answered: anything else closes the connection with nothing done."""
         if self._sasl is not None and not self._sasl.admits(api_key):
-            raise _Close(f"{name} before SASL authentication", level=logging.INFO)
+            raise CloseConnection(f"{name} before SASL authentication", level=logging.INFO)
 
     async def _respond(self, payload: bytes) -> Sequence[Piece]:
         """Decode and handle one request; the frame pieces to send (none for acks=0)."""
@@ -329,7 +331,7 @@ class Connection:
             request = decode_request(payload)
         except RequestDecodeError as exc:
             if exc.header is None:
-                raise _Close(str(exc)) from None
+                raise CloseConnection(str(exc)) from None
             self._admit(exc.header.api_key, f"API {exc.header.api_key}")
             self._log.info("request.rejected", error=exc.error_code.name, reason=str(exc),
                            correlation_id=exc.header.correlation_id)
@@ -341,7 +343,7 @@ class Connection:
                 return [encode_response(exc.header.correlation_id, answer)]
             return [encode_request_error(exc.header.correlation_id, exc.error_code, str(exc))]
         except ProtocolError as exc:
-            raise _Close(str(exc)) from None
+            raise CloseConnection(str(exc)) from None
         header = request.header
         self._admit(request.api.key, request.api.name)
         client = CLIENT_CONNECTION.get()

@@ -36,6 +36,7 @@ from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
 from broker.identity import BrokerIdentity, IdentityError, load_or_create
+from broker.kafka.connection import KafkaConnection
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
@@ -132,7 +133,8 @@ class BrokerServer:
             self._handlers.cancel()
 
     async def _serve_connection(self, endpoint: Endpoint, stream: trio.SocketStream) -> None:
-        connection = Connection(self._ctx, stream, endpoint)
+        kind = KafkaConnection if endpoint.kafka else Connection
+        connection = kind(self._ctx, stream, endpoint)
         self._connections.add(connection)
         try:
             await connection.run()
@@ -155,7 +157,7 @@ async def bind_port(settings: BrokerSettings) -> Bound:
     naming the address if one cannot be bound (those bound already are closed)."""
     bound: Bound = []
     try:
-        for endpoint in settings.endpoints:
+        for endpoint in settings.all_endpoints:
             bound.append((endpoint, await _bind_endpoint(endpoint)))
     except StartupError:
         for _, sockets in bound:
@@ -386,12 +388,13 @@ async def _join(cluster: ZooKeeperCluster, ctx: BrokerContext, nursery: trio.Nur
     never see a cluster of no brokers."""
     settings = ctx.settings
     advertised = [(e.name, *settings.advertised_endpoint(e.name, ctx.listener_ports[e.name]))
-                  for e in settings.endpoints]
+                  for e in settings.all_endpoints]
     host, port = next((h, p) for name, h, p in advertised
                       if name == settings.inter_broker_endpoint.name)
     cluster.attach(broker_id=ctx.identity.broker_id, directory_id=ctx.identity.directory_id,
                    host=host, port=port,
-                   endpoints=() if settings.listeners == "" else tuple(advertised),
+                   endpoints=(() if settings.listeners == "" and not settings.kafka_listeners
+                              else tuple(advertised)),
                    groups=ctx.groups, purgatory=ctx.purgatory)
     try:
         await cluster.register()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +100,23 @@ def _principals(text: str) -> tuple[str, ...]:
 
 
 def _endpoints(text: str) -> str:
-    return ",".join(str(e) for e in parse_endpoints(text))
+    endpoints = parse_endpoints(text)
+    kafka = [e for e in endpoints if e.kafka]
+    if kafka:
+        raise ValueError(f"{kafka[0]}: Kafka-protocol listeners go in kafka_listeners")
+    return ",".join(str(e) for e in endpoints)
 
 
 def _optional_endpoints(text: str) -> str | None:
     return _endpoints(text) or None
+
+
+def _kafka_endpoints(text: str) -> str:
+    return ",".join(str(replace(e, kafka=False)) for e in parse_endpoints(text, kafka=True))
+
+
+def _optional_kafka_endpoints(text: str) -> str | None:
+    return _kafka_endpoints(text) or None
 
 
 def _optional_listener_name(text: str) -> str | None:
@@ -221,6 +233,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("advertised_listeners", "advertised.listeners", _optional_endpoints,
             "What clients are told for each listener (PROTOCOL://HOST:PORT); unset: "
             "advertised_host or the listening host, with the port listened on."),
+    Setting("kafka_listeners", "listeners (of a Kafka broker)", _kafka_endpoints,
+            "Listeners speaking Kafka's binary protocol (0.10.2's API table), for kcat, "
+            "librdkafka, kafka-python, kafkajs: PROTOCOL://HOST:PORT as for listeners, one per "
+            "security protocol; port 0 picks a free one. Empty: none "
+            "(docs/kafka-compatibility.md)."),
+    Setting("kafka_advertised_listeners", "advertised.listeners (of a Kafka broker)",
+            _optional_kafka_endpoints,
+            "What Kafka clients are told for each Kafka listener (PROTOCOL://HOST:PORT); unset: "
+            "as advertised_listeners' default."),
     Setting("inter_broker_listener_name", "inter.broker.listener.name",
             _optional_listener_name,
             "The listener other brokers (replica fetchers, the controller) connect to; unset: "
@@ -372,6 +393,8 @@ class BrokerSettings:
     advertised_host: str | None = None
     listeners: str = ""
     advertised_listeners: str | None = None
+    kafka_listeners: str = ""
+    kafka_advertised_listeners: str | None = None
     inter_broker_listener_name: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -441,16 +464,28 @@ class BrokerSettings:
         return (Endpoint(SecurityProtocol.PLAINTEXT, self.host, self.port),)
 
     @property
+    def kafka_endpoints(self) -> tuple[Endpoint, ...]:
+        """The Kafka-protocol listeners (``kafka_listeners``), none by default."""
+        return parse_endpoints(self.kafka_listeners, kafka=True)
+
+    @property
+    def all_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every listener the broker opens: its own protocol's, then Kafka's."""
+        return self.endpoints + self.kafka_endpoints
+
+    @property
     def inter_broker_endpoint(self) -> Endpoint:
         name = self.inter_broker_listener_name
         return next((e for e in self.endpoints if e.name == name), self.endpoints[0])
 
     def advertised_endpoint(self, name: str, port: int) -> tuple[str, int]:
         """What clients are told for listener ``name``, which really listens on ``port``."""
-        for endpoint in parse_endpoints(self.advertised_listeners or ""):
+        advertised = parse_endpoints(self.advertised_listeners or "") + parse_endpoints(
+            self.kafka_advertised_listeners or "", kafka=True)
+        for endpoint in advertised:
             if endpoint.name == name:
                 return endpoint.host, endpoint.port or port
-        listening = next((e for e in self.endpoints if e.name == name), None)
+        listening = next((e for e in self.all_endpoints if e.name == name), None)
         host = listening.host if listening is not None else self.host
         if self.advertised_host:
             return self.advertised_host, port
@@ -535,7 +570,7 @@ def _check_security(settings: BrokerSettings) -> None:
     if settings.inter_broker_listener_name not in (None, *names):
         raise SettingsError(f"inter_broker_listener_name {settings.inter_broker_listener_name} "
                             f"is not among the listeners ({', '.join(names)})")
-    tls = [e.name for e in settings.endpoints if e.protocol.uses_tls]
+    tls = [e.name for e in settings.all_endpoints if e.protocol.uses_tls]
     if tls and not (settings.ssl_certfile and settings.ssl_keyfile):
         raise SettingsError(f"listener {tls[0]} needs ssl_certfile and ssl_keyfile")
     inter = settings.inter_broker_endpoint
@@ -546,7 +581,8 @@ def _check_security(settings: BrokerSettings) -> None:
 
 
 #: settings a TOML file may give as an array (joined with commas)
-_LIST_SETTINGS = {"listeners", "advertised_listeners", "sasl_enabled_mechanisms"}
+_LIST_SETTINGS = {"listeners", "advertised_listeners", "kafka_listeners",
+                  "kafka_advertised_listeners", "sasl_enabled_mechanisms"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 _LISTENING = re.compile(r"^odradek broker (\d+) listening on (\S+):(\d+)$")
 _LISTENER = re.compile(r"^odradek broker \d+ listener (\S+) on \S+:(\d+)$")
+_KAFKA_LISTENER = re.compile(r"^odradek broker \d+ kafka listener (\S+) on \S+:(\d+)$")
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +63,8 @@ class BrokerProcess:
         self.port = 0
         #: the port of each listener by name, when the ``listeners`` setting names several
         self.listener_ports: dict[str, int] = {}
+        #: the port of each Kafka-protocol listener (``kafka_listeners``) by protocol
+        self.kafka_ports: dict[str, int] = {}
         self.host = "127.0.0.1"
         self.node_id: int | None = None
         self.returncode: int | None = None
@@ -75,6 +78,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The address of the first Kafka-protocol listener, for Kafka's clients."""
+        return f"{self.host}:{next(iter(self.kafka_ports.values()))}"
 
     @property
     def address(self) -> tuple[str, int]:
@@ -146,6 +154,12 @@ class BrokerProcess:
                 found = _LISTENER.match(lines.get(timeout=timeout) or "")
                 assert found is not None, "a listener line for each listener"
                 self.listener_ports[found[1]] = int(found[2])
+        kafka = [item for item in str(self.settings.get("kafka_listeners", "")).split(",") if item]
+        self.kafka_ports = {}
+        for _ in kafka:
+            found = _KAFKA_LISTENER.match(lines.get(timeout=timeout) or "")
+            assert found is not None, "a kafka listener line for each Kafka listener"
+            self.kafka_ports[found[1]] = int(found[2])
         return self
 
     def _limit_open_files(self) -> None:

@@ -87,7 +87,7 @@ class BrokerSecurity:
     credentials: CredentialStore
 
     def __post_init__(self) -> None:
-        uses_tls = any(e.protocol.uses_tls for e in self.settings.endpoints)
+        uses_tls = any(e.protocol.uses_tls for e in self.settings.all_endpoints)
         self._server_tls = server_tls_context(self.settings) if uses_tls else None
         self._mechanisms = tuple(self.settings.sasl_enabled_mechanisms.split(","))
         self._failure_delay = self.settings.connection_failed_authentication_delay_ms / 1000
