@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.client.fake_broker import FakeBroker
+from tooling.cli import consume, produce
 from tooling.cli import main as cli
 
 COMMANDS = [
@@ -243,15 +244,15 @@ def test_client_properties_reach_the_clients(
     fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: dict[str, dict] = {}
-    for name in ("Producer", "Consumer"):
-        real = getattr(cli, name)
+    for module, name in ((produce, "Producer"), (consume, "Consumer")):
+        real = getattr(module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
             seen[_name] = kwargs
             return _real(*args, **kwargs)
 
         spy.__signature__ = inspect.signature(real)  # what -X checks its keys against
-        monkeypatch.setattr(cli, name, spy)
+        monkeypatch.setattr(module, name, spy)
     code, _, err = run(
         ["produce", "t", "--bootstrap", fake.bootstrap, "--acks", "1", "-X", "acks=all",
          "-X", "max.request.size=2048", "--property", "linger_ms=2.5",

@@ -32,6 +32,14 @@ def positive_int(text: str) -> int:
     return value
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (``--config``, ``-X``): the key and the value."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def command_config(text: str) -> SecurityConfig:
     """``--command-config FILE``: Kafka's client properties (security.protocol=SASL_SSL ...)."""
     try:
