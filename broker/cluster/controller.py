@@ -582,7 +582,7 @@ class Controller:
         answers, started = self.model.start_reassignments(event.partitions)
         if not started:
             return answers
-        await self.zoo.call(self._save_reassignments)
+        await self._fenced(self._save_reassignments)
         for topic in sorted({c.tp[0] for c in started}):
             await self._fenced(self._write_assignment, topic)
         await self._write(started)
@@ -598,7 +598,7 @@ class Controller:
                 continue  # the state moved under us: the next ISR change tries again
             deletions = self.model.reassignment_done(change.tp)
             await self._fenced(self._write_assignment, change.tp[0])
-            await self.zoo.call(self._save_reassignments)
+            await self._fenced(self._save_reassignments)
             self._send_deletions(deletions)
             self._tell([change.tp])
 
@@ -623,14 +623,25 @@ class Controller:
         return results
 
     def _save_reassignments(self) -> None:
-        data = zk.encode_reassignments(self.model.reassigning)
-        if self.zoo.kazoo.exists(zk.REASSIGN_PARTITIONS):
-            if self.model.reassigning:
-                self.zoo.kazoo.set(zk.REASSIGN_PARTITIONS, data)
-            else:
-                self.zoo.kazoo.delete(zk.REASSIGN_PARTITIONS)
+        """``/admin/reassign_partitions`` as the model has it (gone once nothing moves), in a
+        ``_transaction`` like every other write of ours: a replaced controller's save fails
+        with NotControllerAnyMore and leaves the node as its successor has it."""
+        client = self.zoo.kazoo
+        path = zk.REASSIGN_PARTITIONS
+        exists = client.exists(path) is not None
+        if not exists and not self.model.reassigning:
+            return
+        tx = self._transaction()
+        if not exists:
+            client.ensure_path(path.rsplit("/", 1)[0])
+            tx.create(path, zk.encode_reassignments(self.model.reassigning))
         elif self.model.reassigning:
-            self.zoo.kazoo.create(zk.REASSIGN_PARTITIONS, data, makepath=True)
+            tx.set_data(path, zk.encode_reassignments(self.model.reassigning))
+        else:
+            tx.delete(path)
+        _, result = self._commit(tx)
+        if isinstance(result, Exception):
+            raise result  # the node changed under us: as the plain write raised it
 
     def _read_reassignments(self) -> dict[TopicPartition, tuple[int, ...]]:
         try:

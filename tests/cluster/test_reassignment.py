@@ -4,12 +4,19 @@ way -- under a producer, and through `odradek topics reassign`."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import trio
+from kazoo.client import KazooClient
 
+from broker.cluster import zk_layout as zk
+from broker.cluster.controller import Controller, NotControllerAnyMore, try_to_become_controller
+from broker.cluster.zookeeper import ZooKeeper
+from broker.settings import BrokerSettings
 from client.admin import Admin
 from client.consumer import Consumer
 from client.producer import Producer
@@ -104,3 +111,84 @@ def test_the_cli_moves_a_partition_and_reports_progress(
     bad = ["topics", "reassign", "cli-moving", "--partition", "0", "--replicas", "0,0",
            "--bootstrap", bootstrap]
     assert cli.main(bad) == 1
+
+
+# --------------------------------------------------------------- fencing, one controller alone
+
+def _closed_port() -> int:
+    """A loopback port nobody listens on: the registered brokers' address."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _lay_out_partition(client: KazooClient, topic: str) -> None:
+    """A topic with one partition on broker 0, and brokers 0 and 1 registered (ephemeral nodes
+    of ``client``'s session), so a move to broker 1 is one the controller accepts."""
+    for path in zk.PERSISTENT_PATHS:
+        client.ensure_path(path)
+    client.create(zk.topic_path(topic), zk.encode_assignment({0: [0]}))
+    client.create(zk.state_path(topic, 0), zk.LeaderIsr(0, 0, (0,), 1).encode(), makepath=True)
+    client.create(zk.topic_config_path(topic), zk.encode_topic_config({}))
+    port = _closed_port()
+    for broker_id in (0, 1):
+        client.create(zk.broker_path(broker_id),
+                      zk.BrokerRegistration(broker_id, "127.0.0.1", port).encode(),
+                      ephemeral=True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("replaced", [False, True], ids=["current", "replaced"])
+def test_only_the_current_controller_saves_the_reassignments(
+    zk_connect: str, tmp_path: Path, replaced: bool,
+) -> None:
+    """A reassignment is saved to /admin/reassign_partitions (a new controller resumes it from
+    there) under the controller-epoch check of every controller write: once another controller
+    was elected, the old one writes nothing there, fails with NotControllerAnyMore and steps
+    down."""
+    topic = "fenced-move"
+    tp = TopicPartition(topic, 0)
+    settings = BrokerSettings(data_dir=str(tmp_path), zookeeper_connect=zk_connect,
+                              auto_leader_rebalance_enable=False)
+
+    async def main() -> None:
+        zoo = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
+        rival = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
+        await zoo.start()
+        await rival.start()
+        try:
+            await zoo.call(_lay_out_partition, zoo.kazoo, topic)
+            elected = await try_to_become_controller(zoo, 0)
+            assert elected is not None
+            controller = Controller(zoo, settings, 0, elected)
+            stepped_down = trio.Event()
+
+            async def serve() -> None:
+                await controller.run()
+                stepped_down.set()
+
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(serve)
+                    assert await controller.elect_preferred(None) == []  # start-up is over
+                    if not replaced:
+                        assert await controller.reassign([(tp, [1])]) == {tp: None}
+                        data, _ = await zoo.call(zoo.kazoo.get, zk.REASSIGN_PARTITIONS)
+                        assert zk.decode_reassignments(data) == {(topic, 0): (1,)}
+                        nursery.cancel_scope.cancel()
+                        return
+                    # broker 1 is elected as if broker 0's session had expired
+                    await rival.call(rival.kazoo.delete, zk.CONTROLLER)
+                    assert await try_to_become_controller(rival, 1) is not None
+                    with pytest.raises(NotControllerAnyMore, match="another controller"):
+                        await controller.reassign([(tp, [1])])
+                    await stepped_down.wait()
+            assert await zoo.call(zoo.kazoo.exists, zk.REASSIGN_PARTITIONS) is None
+            data, _ = await zoo.call(zoo.kazoo.get, zk.topic_path(topic))
+            assert zk.decode_assignment(topic, data) == {0: (0,)}
+        finally:
+            await rival.stop()
+            await zoo.stop()
+
+    trio.run(main)
