@@ -59,8 +59,10 @@ SETTINGS = {
     "max_request_bytes": MAX_REQUEST,
     "queued_max_request_bytes": POOL,
     "group_initial_rebalance_delay_ms": 0,
-    # a CreateTopics of random bytes may ask for any count; keep what it can make small
+    # a CreateTopics of random values may ask for any count; keep what it can make small (the
+    # offsets topic too, or its partitions would be over the bound)
     "max_partitions_per_topic": 4,
+    "offsets_topic_partitions": 4,
 }
 #: every (API, version) of the table the listener advertises
 EVERY_VERSION = [(api, version) for api in KAFKA_APIS.values()
@@ -304,11 +306,12 @@ def test_any_request_of_the_schema_is_answered(hostile_broker: BrokerProcess,
 
 
 def test_after_the_fuzzing_the_broker_serves_on(hostile_broker: BrokerProcess) -> None:
-    """No request above was a bug's exception: not one connection lost to one, not one
-    request answered UNKNOWN_SERVER_ERROR for one."""
+    """Nothing above made the broker log an error: no connection lost to a bug's exception
+    (``connection.crashed``), no request answered UNKNOWN_SERVER_ERROR for one
+    (``kafka.request_failed``), no internal write refused."""
     still_serving(hostile_broker)
-    log = hostile_broker.log_text()
-    assert "connection.crashed" not in log and "kafka.request_failed" not in log
+    errors = [line for line in hostile_broker.log_text().splitlines() if "level='error'" in line]
+    assert not errors, "\n".join(errors[:20])
 
 
 # ---------------------------------------------------------------------------------- memory

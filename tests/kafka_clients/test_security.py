@@ -20,7 +20,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -311,7 +310,7 @@ def test_kafka_python_reports_a_wrong_password_as_no_broker_to_bootstrap_from(
 
 
 def assert_still_serving(secured: Secured, client: str) -> None:
-    """After failed logins the broker runs and serves the right password at once."""
+    """After failed logins the broker runs and serves a login with the right password."""
     assert secured.broker.running
     topic = secured.topic(f"after-{client}")
     secured.grant("alice", TOPIC, topic, Op.WRITE)
@@ -383,7 +382,7 @@ def kcat(secured: Secured, user: str, password: str, *args: str,
         input=stdin, capture_output=True, timeout=TIMEOUT_S * 2)
 
 
-def test_kcat_logs_in_with_plain_over_sasl_plaintext(secured: Secured, tmp_path: Path) -> None:
+def test_kcat_logs_in_with_plain_over_sasl_plaintext(secured: Secured) -> None:
     topic = secured.topic("plain-kcat")
     secured.grant("alice", TOPIC, topic, Op.WRITE, Op.READ)
     lines = [f"kcat-{i}".encode() for i in range(10)]
