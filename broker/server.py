@@ -5,6 +5,12 @@ The port is bound first, before the data directory is opened or ZooKeeper is ask
 in use is one clear line at once; it listens only once the broker can serve, so nobody's
 connection waits in the backlog meanwhile (a port bound but not listening refuses them).
 
+In a cluster (``zookeeper_connect``) the ZooKeeper session comes next, retried until ZooKeeper
+answers or a signal comes: its cluster id is one the data directory must share. Then the
+broker's identity, the cluster member (built once, with that identity), the security stores
+the cluster keeps, and listening; it registers last, as the addresses it advertises need the
+ports it really listens on.
+
 Structure (trio's own server loop): one nursery for the listener, one for connection handlers,
 ``task_status.started()`` only once the socket listens. Accept errors caused by running out of
 file descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) back off and retry (``trio.serve_listeners``
@@ -21,7 +27,7 @@ from __future__ import annotations
 import errno
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from pathlib import Path
 
@@ -32,6 +38,7 @@ from broker.cluster import Cluster
 from broker.cluster.membership import ClusterStartError
 from broker.cluster.single import SingleBroker
 from broker.cluster.zk_cluster import ZooKeeperCluster
+from broker.cluster.zk_session import ZooKeeperSession
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
@@ -40,16 +47,10 @@ from broker.kafka.connection import KafkaConnection
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
 from broker.purgatory import FetchPurgatory
-from broker.security.credentials import (
-    CredentialStore,
-    FileCredentialStore,
-    ZooKeeperCredentialStore,
-)
 from broker.security.listeners import Endpoint
 from broker.security.policy import SecurityPolicy
 from broker.security.setup import BrokerSecurity, TlsFileError
-from broker.security.store import FileSecurityStore, SecurityStore, SecurityStoreError
-from broker.security.zk_store import ZkSecurityStore
+from broker.security.store import SecurityStoreError
 from broker.settings import BrokerSettings
 from broker.topics import Topics, TopicsFileError
 from protocol import speedups
@@ -271,28 +272,29 @@ async def _run_bound(
             topics = Topics(settings, clock=clock)
         except (OSError, DataDirectoryInUseError, TopicsFileError) as exc:
             raise _data_directory_error(settings.data_path, exc) from exc
-        cluster = (None if settings.zookeeper_connect is None
-                   else ZooKeeperCluster(settings, topics))
+        session = (None if settings.zookeeper_connect is None
+                   else ZooKeeperSession(settings))
+        member: ZooKeeperCluster | None = None
         metrics: BrokerMetrics | None = None
         try:
             # cluster mode: the cluster id is ZooKeeper's, which the data directory must share
             cluster_id = None
-            if cluster is not None:
-                cluster_id = await _connect_unless_stopped(cluster, signals)
+            if session is not None:
+                cluster_id = await _connect_unless_stopped(session, signals)
                 if cluster_id is None:
                     log.info("broker.stopped_before_joining")
                     return
             identity = _identity(settings, cluster_id)
             purgatory = FetchPurgatory()
-            groups = GroupDriver(
-                settings.coordinator_config(), topics, purgatory, clock=clock,
-                catalog=None if cluster is None else cluster.cache,
-                lead_all=cluster is None,
-                replication=cluster,
-            )
+            listener_ports: dict[str, int] = {}  # the context's, read by the cluster of one too
+            if session is not None:
+                member = ZooKeeperCluster(session, identity, topics, purgatory, clock=clock)
+            cluster, groups = _cluster(settings, identity, topics, purgatory, member,
+                                       listener_ports, clock)
             security, listener_security = await _security(settings, cluster)
-            ctx = _context(settings, identity, topics, purgatory, groups, cluster,
-                           security, listener_security)
+            ctx = BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
+                                security=security, listener_security=listener_security,
+                                listener_ports=listener_ports)
             server = BrokerServer(ctx)
             if settings.metrics_listener is not None:
                 ctx.metrics = metrics = BrokerMetrics(
@@ -313,8 +315,8 @@ async def _run_bound(
                     nursery.cancel_scope.cancel()  # maintenance and the signal watch end too
 
                 await nursery.start(serve)
-                if cluster is not None:
-                    await _join(cluster, ctx, nursery)
+                if member is not None:
+                    await _join(member, ctx, nursery)
                 log.info(
                     "broker.started",
                     broker_id=identity.broker_id,
@@ -329,12 +331,14 @@ async def _run_bound(
                 )
                 on_listening(ctx)
                 nursery.start_soon(maintain_logs, ctx)
-                nursery.start_soon(_obey_signals, signals, server, cluster)
+                nursery.start_soon(_obey_signals, signals, server, member)
         finally:
             if metrics is not None:
                 metrics.detach()
-            if cluster is not None:
-                await cluster.stop()  # the registration goes with the session, at once
+            if member is not None:
+                member.stop()
+            if session is not None:
+                await session.close()  # the registration goes with the session, at once
             topics.close()  # after the maintenance pass in progress, if any, has finished
         log.info("broker.stopped", broker_id=identity.broker_id)
 
@@ -346,43 +350,40 @@ def _identity(settings: BrokerSettings, cluster_id: str | None) -> BrokerIdentit
         raise StartupError(str(exc)) from exc
 
 
-def _context(settings: BrokerSettings, identity: BrokerIdentity, topics: Topics,
-             purgatory: FetchPurgatory, groups: GroupDriver, zk_cluster: ZooKeeperCluster | None,
-             security: SecurityPolicy, listener_security: BrokerSecurity) -> BrokerContext:
-    """The handlers' context: with its cluster, the ZooKeeper one or a cluster of one."""
-    listener_ports: dict[str, int] = {}  # the context's, read by the cluster of one too
-    cluster: Cluster = zk_cluster if zk_cluster is not None else SingleBroker(
-        settings, identity.broker_id, topics, purgatory, groups, listener_ports=listener_ports)
-    return BrokerContext(settings, identity, topics, purgatory, groups, cluster=cluster,
-                         security=security, listener_security=listener_security,
-                         listener_ports=listener_ports)
+def _cluster(settings: BrokerSettings, identity: BrokerIdentity, topics: Topics,
+             purgatory: FetchPurgatory, member: ZooKeeperCluster | None,
+             listener_ports: Mapping[str, int], clock: Callable[[], float]
+             ) -> tuple[Cluster, GroupDriver]:
+    """The cluster the handlers ask, and the group driver: the ZooKeeper cluster's member
+    makes the one it steers (see ``ZooKeeperCluster``); a cluster of one has one that leads
+    every offsets partition."""
+    if member is not None:
+        return member, member.groups
+    groups = GroupDriver(settings.coordinator_config(), topics, purgatory, clock=clock)
+    return SingleBroker(settings, identity.broker_id, topics, purgatory, groups,
+                        listener_ports=listener_ports), groups
 
 
 async def _security(
-    settings: BrokerSettings, cluster: ZooKeeperCluster | None
+    settings: BrokerSettings, cluster: Cluster
 ) -> tuple[SecurityPolicy, BrokerSecurity]:
-    """The ACLs and quotas, loaded, and the listeners' TLS and SASL: kept in the data
-    directory, or in ZooKeeper for a cluster."""
-    store: SecurityStore = (FileSecurityStore(settings.data_path) if cluster is None
-                            else ZkSecurityStore(cluster.zoo))
+    """The ACLs and quotas, loaded, and the listeners' TLS and SASL, from where ``cluster``
+    keeps them."""
     security = SecurityPolicy(
-        store, authorizer_enabled=settings.authorizer_enabled,
+        cluster.security_store(), authorizer_enabled=settings.authorizer_enabled,
         super_users=settings.super_users,
         allow_everyone_if_no_acl_found=settings.allow_everyone_if_no_acl_found)
     try:
         await security.load()
     except SecurityStoreError as exc:
         raise StartupError(str(exc)) from exc
-    credentials: CredentialStore = (
-        FileCredentialStore(settings.data_path) if cluster is None
-        else ZooKeeperCredentialStore(cluster.zoo))
     try:
-        return security, BrokerSecurity(settings, credentials)
+        return security, BrokerSecurity(settings, cluster.credential_store())
     except TlsFileError as exc:
         raise StartupError(str(exc)) from exc
 
 
-async def _join(cluster: ZooKeeperCluster, ctx: BrokerContext, nursery: trio.Nursery) -> None:
+async def _join(member: ZooKeeperCluster, ctx: BrokerContext, nursery: trio.Nursery) -> None:
     """Once listening: register with the advertised addresses, take part in the cluster, and
     return once the controller's first view has arrived, so that clients (and placement)
     never see a cluster of no brokers."""
@@ -391,21 +392,19 @@ async def _join(cluster: ZooKeeperCluster, ctx: BrokerContext, nursery: trio.Nur
                   for e in settings.all_endpoints]
     host, port = next((h, p) for name, h, p in advertised
                       if name == settings.inter_broker_endpoint.name)
-    cluster.attach(broker_id=ctx.identity.broker_id, directory_id=ctx.identity.directory_id,
-                   host=host, port=port,
-                   endpoints=(() if settings.listeners == "" and not settings.kafka_listeners
-                              else tuple(advertised)),
-                   groups=ctx.groups, purgatory=ctx.purgatory)
     try:
-        await cluster.register()
+        await member.register(
+            host=host, port=port,
+            endpoints=(() if settings.listeners == "" and not settings.kafka_listeners
+                       else tuple(advertised)))
     except ClusterStartError as exc:
         raise StartupError(str(exc)) from exc
-    nursery.start_soon(cluster.serve)
-    await cluster.first_metadata(FIRST_METADATA_WAIT_S)
+    nursery.start_soon(member.serve)
+    await member.first_metadata(FIRST_METADATA_WAIT_S)
 
 
 async def _connect_unless_stopped(
-    cluster: ZooKeeperCluster, signals: AsyncIterator[int]
+    session: ZooKeeperSession, signals: AsyncIterator[int]
 ) -> str | None:
     """The cluster id once ZooKeeper answers; None if SIGTERM or SIGINT came first (a broker
     waiting for ZooKeeper must still stop when asked)."""
@@ -417,13 +416,13 @@ async def _connect_unless_stopped(
                 nursery.cancel_scope.cancel()
 
         nursery.start_soon(stop_on_signal)
-        found.append(await cluster.connect())
+        found.append(await session.connect())
         nursery.cancel_scope.cancel()
     return found[0] if found else None
 
 
 async def _obey_signals(
-    signals: AsyncIterator[int], server: BrokerServer, cluster: ZooKeeperCluster | None
+    signals: AsyncIterator[int], server: BrokerServer, member: ZooKeeperCluster | None
 ) -> None:
     async with trio.open_nursery() as nursery:
         async for signum in signals:
@@ -431,17 +430,17 @@ async def _obey_signals(
             if server.stopping:
                 log.warning("broker.aborting", signal=name)
                 server.abort()
-            elif cluster is not None and not cluster.shutting_down:
+            elif member is not None and not member.shutting_down:
                 log.info("broker.stopping", signal=name, controlled_shutdown=True)
-                nursery.start_soon(_stop_after_controlled_shutdown, server, cluster)
+                nursery.start_soon(_stop_after_controlled_shutdown, server, member)
             else:
                 log.info("broker.stopping", signal=name)
                 server.stop()
 
 
 async def _stop_after_controlled_shutdown(server: BrokerServer,
-                                          cluster: ZooKeeperCluster) -> None:
+                                          member: ZooKeeperCluster) -> None:
     """Cluster mode: leaderships move to other replicas while this broker still serves (it
     becomes their follower), then it stops. A second signal stops it at once."""
-    await cluster.shut_down_controlled()
+    await member.shut_down_controlled()
     server.stop()

@@ -9,6 +9,9 @@ handlers read the same with or without ZooKeeper. Two answer it:
 - ``broker.cluster.zk_cluster.ZooKeeperCluster``: a member of a ZooKeeper cluster, told by the
   controller what it leads and asking ZooKeeper for topic changes.
 
+Each also says where the ACLs, quotas and SCRAM credentials are kept (the data directory, or
+ZooKeeper), so that the broker's start-up never asks which cluster it is in to find them.
+
 Handlers take and give plain values here (names, counts, ``LiveBroker``, ``PartitionView``,
 ``ShutdownDecision``); shaping them into a response body is the handler's job, so that another
 wire codec can reuse the same calls. Only the controller's own requests (LeaderAndIsr,
@@ -25,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from broker.cluster.controller_model import ShutdownDecision
     from broker.cluster.metadata_cache import LiveBroker, PartitionView
+    from broker.security.credentials import CredentialStore
+    from broker.security.store import SecurityStore
     from broker.topics import Topic
     from protocol.partitions import TopicPartition
 
@@ -84,6 +89,14 @@ class Cluster(Protocol):
         """acks=all produces waiting for their ISR (the produce purgatory's size)."""
 
     def replica_stats(self) -> ReplicaStats: ...
+
+    # ----------------------------------------------------------- where security is kept
+
+    def security_store(self) -> SecurityStore:
+        """Where the ACLs and quotas are kept."""
+
+    def credential_store(self) -> CredentialStore:
+        """Where the SCRAM credentials are kept."""
 
     # ---------------------------------------------------------------- the metadata view
 

@@ -1,5 +1,5 @@
-"""One broker's membership of a ZooKeeper cluster: its session and registration, the controller
-election, and its controlled shutdown.
+"""One broker's membership of a ZooKeeper cluster, over its session (``zk_session``): its
+registration, the controller election, and its controlled shutdown.
 
 - Registration (seed 003): ``/brokers/ids/<id>``, ephemeral. A registration already there from
   another data directory is a live broker with the same id: refuse to start. One from this data
@@ -32,8 +32,7 @@ from broker.cluster.controller import (
 from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.cluster.metadata_cache import MetadataCache
-from broker.cluster.zookeeper import ZooKeeper, ZooKeeperUnavailableError
-from broker.identity import new_cluster_id
+from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, NotControllerError
@@ -48,43 +47,18 @@ class ClusterStartError(RuntimeError):
     """The broker cannot join the cluster (its id is taken, its data is another cluster's)."""
 
 
-async def connect(zoo: ZooKeeper, settings: BrokerSettings) -> str:
-    """Reach ZooKeeper (retrying, with a clear line each time, until it answers), make the
-    cluster's persistent nodes, and return the cluster id (``/cluster/id``, created by the
-    first broker)."""
-    while True:
-        try:
-            await zoo.start()
-            break
-        except ZooKeeperUnavailableError as exc:
-            # a clear line and another try, not a crash loop
-            log.error("zookeeper.unreachable", connect=settings.zookeeper_connect,
-                      reason=str(exc), retry_in_s=RETRY_BACKOFF)
-            await trio.sleep(RETRY_BACKOFF)
-    return await zoo.call(_prepare_cluster, zoo)
-
-
-def _prepare_cluster(zoo: ZooKeeper) -> str:
-    client = zoo.kazoo
-    for path in zk.PERSISTENT_PATHS:
-        client.ensure_path(path)
-    with contextlib.suppress(NodeExistsError):
-        client.create(zk.CLUSTER_ID, zk.encode_cluster_id(new_cluster_id()))
-    data, _ = client.get(zk.CLUSTER_ID)
-    return zk.decode_cluster_id(data)
-
-
 class Membership:
-    """Registration, elections and controlled shutdown of the broker ``registration`` names,
-    over a connected ``zoo``."""
+    """Registration, elections and controlled shutdown of broker ``broker_id``, over a
+    connected ``zoo``."""
 
     def __init__(self, settings: BrokerSettings, zoo: ZooKeeper, cache: MetadataCache,
-                 registration: zk.BrokerRegistration) -> None:
+                 broker_id: int) -> None:
         self.settings = settings
         self.zoo = zoo
         self.cache = cache
-        self.registration = registration
-        self.broker_id = registration.broker_id
+        self.broker_id = broker_id
+        #: what ``register`` registered, registered again when a lost session is found again
+        self.registration: zk.BrokerRegistration | None = None
         #: this broker's controller, while it is the controller
         self.controller: Controller | None = None
         self._registered = trio.Event()
@@ -93,8 +67,11 @@ class Membership:
         self._nursery: trio.Nursery | None = None
         zoo.on_state = self._session_changed
 
-    async def register(self) -> None:
-        """Register in ``/brokers/ids`` (ClusterStartError when the id is another's)."""
+    async def register(self, registration: zk.BrokerRegistration) -> None:
+        """Register in ``/brokers/ids`` (ClusterStartError when the id is another's). The
+        addresses are known only once the broker listens, so they come now, not at birth."""
+        assert registration.broker_id == self.broker_id
+        self.registration = registration
         await self._register()
 
     async def run(self) -> None:
@@ -109,6 +86,7 @@ class Membership:
 
     async def _register(self) -> None:
         r = self.registration  # stamped anew each time, as a new registration is
+        assert r is not None, "register() first"
         registration = zk.BrokerRegistration(r.broker_id, r.host, r.port, r.rack,
                                              r.directory_id, endpoints=r.endpoints)
         path = zk.broker_path(self.broker_id)

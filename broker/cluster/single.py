@@ -1,6 +1,6 @@
 """A cluster of one: the broker without ``zookeeper_connect``. It leads every partition, is its
 own in-sync replica set and its own controller, and makes topic changes in its own data
-directory (``Topics``), answered at once.
+directory (``Topics``), answered at once. Its ACLs, quotas and credentials are kept there too.
 
 It takes none of a controller's requests: they are answered STALE_CONTROLLER_EPOCH, which no
 controller can get past; ControlledShutdown is INVALID_REQUEST (there is no controller to ask).
@@ -16,6 +16,8 @@ from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.metadata_cache import LiveBroker, PartitionView
 from broker.group_driver import GroupDriver
 from broker.purgatory import FetchPurgatory
+from broker.security.credentials import CredentialStore, FileCredentialStore
+from broker.security.store import FileSecurityStore, SecurityStore
 from broker.settings import BrokerSettings
 from broker.topics import Topic, Topics
 from coordinator import LoaderState
@@ -90,6 +92,16 @@ class SingleBroker:
         partitions = sum(t.partitions for t in self._topics.all())
         return ReplicaStats(partitions=partitions, leaders=partitions, under_replicated=0,
                             isr_shrinks=0, isr_expands=0, controller=True, offline=0)
+
+    # ----------------------------------------------------------- where security is kept
+
+    def security_store(self) -> SecurityStore:
+        """In its own data directory."""
+        return FileSecurityStore(self._settings.data_path)
+
+    def credential_store(self) -> CredentialStore:
+        """In its own data directory."""
+        return FileCredentialStore(self._settings.data_path)
 
     # ---------------------------------------------------------------- the metadata view
 

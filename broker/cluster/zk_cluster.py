@@ -1,19 +1,24 @@
 """A member of a ZooKeeper cluster (``zookeeper_connect`` set), as the request path sees it
 (``broker.cluster.Cluster``): three parts with a job each, and the client paths between them.
 
-- ``membership.Membership``: the session, the registration, the controller election and this
-  broker's controlled shutdown;
+- ``membership.Membership``: the registration, the controller election and this broker's
+  controlled shutdown;
 - ``controller_requests.ControllerRequests``: LeaderAndIsr, UpdateMetadata and StopReplica
-  applied to the logs, the replicas (its ``ReplicaManager``) and the metadata cache;
+  applied to the logs, the replicas (its ``ReplicaManager``), the metadata cache and the group
+  driver;
 - ``topic_admin.ZkTopicAdmin``: topic changes asked of any broker, through ZooKeeper.
 
-Built in two steps: ZooKeeper is reached first (``connect``: the cluster id, which the data
-directory must share), and the broker joins once it listens (``attach``: its id and advertised
-addresses are known then); ``register`` and ``serve`` follow.
+It is built once the broker's identity is known, on the session that read the cluster id
+(``zk_session.ZooKeeperSession``, which its maker keeps and closes). It makes the group driver
+it steers, as only a cluster member knows how to feed one: the offsets partitions it leads are
+the ones LeaderAndIsr gives it, a record it appends is done once the ISR has it, and subscribed
+topics are counted in the metadata cache. ``register`` follows once the broker listens (the
+addresses it advertises need the ports it listens on), then ``serve``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,14 +28,16 @@ from broker.cluster import ReplicaStats
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.controller_requests import ControllerRequests
-from broker.cluster.membership import Membership, connect
+from broker.cluster.membership import Membership
 from broker.cluster.metadata_cache import LiveBroker, MetadataCache, PartitionView
 from broker.cluster.replicas import ReplicaManager
 from broker.cluster.topic_admin import ZkTopicAdmin
-from broker.cluster.zookeeper import ZooKeeper
+from broker.cluster.zk_session import ZooKeeperSession
 from broker.group_driver import GroupDriver
+from broker.identity import BrokerIdentity
 from broker.purgatory import FetchPurgatory
-from broker.settings import BrokerSettings
+from broker.security.credentials import CredentialStore
+from broker.security.store import SecurityStore
 from broker.topics import Topic, Topics
 from coordinator import OFFSETS_TOPIC
 from protocol.errors import (
@@ -45,41 +52,35 @@ from protocol.partitions import TopicPartition
 class ZooKeeperCluster:
     """``broker.cluster.Cluster`` for one broker of a ZooKeeper cluster."""
 
-    def __init__(self, settings: BrokerSettings, topics: Topics) -> None:
-        assert settings.zookeeper_connect is not None
+    def __init__(self, session: ZooKeeperSession, identity: BrokerIdentity, topics: Topics,
+                 purgatory: FetchPurgatory, *, clock: Callable[[], float] = time.time) -> None:
+        """``session``: connected; ``clock``: the group driver's."""
+        settings = session.settings
         self.settings = settings
-        self.zoo = ZooKeeper(settings.zookeeper_connect,
-                             session_timeout_ms=settings.zookeeper_session_timeout_ms,
-                             connection_timeout_ms=settings.zookeeper_connection_timeout_ms)
+        self.zoo = session.zoo
+        self._session = session
+        self._directory_id = identity.directory_id
         #: what this broker knows of the cluster, from the controller's UpdateMetadata
         self.cache = MetadataCache()
         self.admin = ZkTopicAdmin(settings, self.zoo, self.cache, topics)
-        self._topics = topics
-        self._member: Membership | None = None  # set by ``attach``
-        self._applied: ControllerRequests | None = None  # set by ``attach``
+        self.groups = GroupDriver(settings.coordinator_config(), topics, purgatory, clock=clock,
+                                  catalog=self.cache, lead_all=False, replication=self)
+        self._membership = Membership(settings, self.zoo, self.cache, identity.broker_id)
+        self._requests = ControllerRequests(
+            settings, self.zoo, self.cache, broker_id=identity.broker_id, topics=topics,
+            groups=self.groups, purgatory=purgatory)
         self._produces_waiting = 0  # acks=all produces waiting for their ISR
 
     # ========================================================================= life cycle
 
-    async def connect(self) -> str:
-        """Reach ZooKeeper (retrying until it answers); the cluster id."""
-        return await connect(self.zoo, self.settings)
-
-    def attach(self, *, broker_id: int, directory_id: str, host: str, port: int,
-               endpoints: tuple[tuple[str, str, int], ...] = (),
-               groups: GroupDriver, purgatory: FetchPurgatory) -> None:
-        """``host``/``port``: the inter-broker listener's address; ``endpoints`` every listener
+    async def register(self, *, host: str, port: int,
+                       endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
+        """Register in ``/brokers/ids`` (ClusterStartError when the id is another's).
+        ``host``/``port``: the inter-broker listener's address; ``endpoints`` every listener
         (name, host, port), as advertised; none: only PLAINTEXT at host:port."""
-        registration = zk.BrokerRegistration(broker_id, host, port, self.settings.broker_rack,
-                                             directory_id, endpoints=endpoints)
-        self._member = Membership(self.settings, self.zoo, self.cache, registration)
-        self._applied = ControllerRequests(
-            self.settings, self.zoo, self.cache, broker_id=broker_id, topics=self._topics,
-            groups=groups, purgatory=purgatory)
-
-    async def register(self) -> None:
-        """Register in ``/brokers/ids`` (ClusterStartError when the id is another's)."""
-        await self._membership.register()
+        await self._membership.register(zk.BrokerRegistration(
+            self.broker_id, host, port, self.settings.broker_rack, self._directory_id,
+            endpoints=endpoints))
 
     async def serve(self) -> None:
         """Follow and lead partitions, and take part in controller elections, until
@@ -96,27 +97,16 @@ class ZooKeeperCluster:
 
     @property
     def shutting_down(self) -> bool:
-        return self._member is not None and self._member.shutting_down
+        return self._membership.shutting_down
 
     async def shut_down_controlled(self) -> None:
         """SIGTERM: leaderships move to other replicas first (``Membership``)."""
         await self._membership.shut_down_controlled()
 
-    async def stop(self) -> None:
-        if self._member is not None:
-            self._member.stop()
-        with trio.CancelScope(shield=True):
-            await self.zoo.stop()
-
-    @property
-    def _membership(self) -> Membership:
-        assert self._member is not None, "attach() first"
-        return self._member
-
-    @property
-    def _requests(self) -> ControllerRequests:
-        assert self._applied is not None, "attach() first"
-        return self._applied
+    def stop(self) -> None:
+        """The broker stops: a session lost from now on is not registered again (closing the
+        session is its maker's)."""
+        self._membership.stop()
 
     @property
     def replicas(self) -> ReplicaManager:
@@ -187,9 +177,6 @@ class ZooKeeperCluster:
             TopicPartition(topic, partition), offset, deadline)
 
     def replica_stats(self) -> ReplicaStats:
-        if self._applied is None:  # not a member yet: it leads and follows nothing
-            return ReplicaStats(partitions=0, leaders=0, under_replicated=0, isr_shrinks=0,
-                                isr_expands=0, controller=False, offline=0)
         replicas = self.replicas
         led = [r for r in replicas.replicas.values() if r.leader == replicas.broker_id]
         controller = self._membership.controller is not None
@@ -202,6 +189,14 @@ class ZooKeeperCluster:
             under_replicated=sum(1 for r in led if len(r.isr) < len(r.replicas)),
             isr_shrinks=replicas.isr_shrinks, isr_expands=replicas.isr_expands,
             controller=controller, offline=offline)
+
+    # ============================================================ where security is kept
+
+    def security_store(self) -> SecurityStore:
+        return self._session.security_store()
+
+    def credential_store(self) -> CredentialStore:
+        return self._session.credential_store()
 
     # ==================================================================== metadata view
 
