@@ -47,7 +47,7 @@ from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.leader_epochs import LeaderEpochCache
 from broker.log.segment import Segment, SegmentFile
 from broker.log.segment_list import SegmentList
-from broker.log.validation import prepare_append
+from broker.log.validation import largest_entry_bytes, prepare_append
 from protocol.errors import MessageFormatError
 from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
 
@@ -293,9 +293,12 @@ class PartitionLog:
         newer than the cache's latest, it is recorded (durably, before the write) as starting
         at the set's first offset."""
         config = self._config
-        if len(message_set) > config.max_message_bytes:
+        # Kafka's limit is per entry: a producer's request may carry many messages each under
+        # it (only a set over the limit needs the entries' sizes)
+        if len(message_set) > config.max_message_bytes and (
+            largest := largest_entry_bytes(message_set)) > config.max_message_bytes:
             raise MessageSetTooLargeError(
-                f"message set of {len(message_set)} bytes exceeds max_message_bytes="
+                f"a message of {largest} bytes exceeds max_message_bytes="
                 f"{config.max_message_bytes}"
             )
         if len(message_set) > config.segment_bytes:

@@ -58,6 +58,17 @@ class PreparedAppend(NamedTuple):
     last_offset: int
 
 
+def largest_entry_bytes(message_set: bytes | bytearray | memoryview) -> int:
+    """The size of the message set's largest top-level entry (offset and size fields included,
+    as Kafka's max.message.bytes counts it: a message, or a compressed wrapper whole); 0 if the
+    set does not scan (``prepare_append`` then says why)."""
+    scan = scan_entries(message_set, verify_crc=False)
+    if scan.error is not None or not scan.positions:
+        return 0
+    ends = [*scan.positions[1:], scan.end]
+    return max(end - start for start, end in zip(scan.positions, ends, strict=True))
+
+
 def prepare_append(
     message_set: bytes | bytearray | memoryview,
     *,

@@ -477,10 +477,6 @@ def test_message_over_max_message_bytes(kafka_broker: BrokerProcess) -> None:
     assert fits == [(None, 0, 0)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "broker/log/partition_log.py PartitionLog.append holds the whole produced message set to "
-    "max_message_bytes; Kafka holds each shallow message (each v0/v1 message or compressed "
-    "wrapper) to it, so a set of messages each under the limit is refused as a whole"))
 def test_batch_of_messages_under_max_message_bytes(kafka_broker: BrokerProcess) -> None:
     """0003, 0110: several messages, each under the topic's max.message.bytes but together
     over it, produced in one request (librdkafka fills a request up to its own

@@ -423,3 +423,16 @@ def test_error_code_maps_every_failure(open_log: OpenLog) -> None:
         assert error_code(caught.value) is code
     assert error_code(MessageFormatError("bad")) is ErrorCode.CORRUPT_MESSAGE
     assert error_code(OSError("disk")) is ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_max_message_bytes_bounds_each_message_not_the_set(open_log: OpenLog) -> None:
+    """Kafka's max.message.bytes is per message (or compressed wrapper): a producer's request
+    of several messages each under it is written whole, larger than the limit as it is."""
+    log = open_log(max_message_bytes=2000, segment_bytes=1 << 20)
+    each = plain(b"k", b"x" * 1500)
+    assert len(each) < 2000 < 3 * len(each)
+    result = log.append(each * 3)
+    assert (result.first_offset, result.last_offset) == (0, 2)
+    with pytest.raises(MessageSetTooLargeError, match=r"a message of 2[0-9]{3} bytes exceeds"):
+        log.append(each + plain(b"k", b"x" * 2100))
+    assert log.log_end_offset == 3  # the refused set wrote nothing
