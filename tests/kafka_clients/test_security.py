@@ -465,3 +465,14 @@ def assert_logs_in_and_is_served(secured: Secured) -> None:
         assert frame is not None
         correlation_id, body = decode_response(METADATA, 0, frame)
         assert correlation_id == 7 and [b["node_id"] for b in body["brokers"]] == [0]
+
+
+def test_a_request_in_the_clear_to_the_sasl_ssl_listener_is_closed(secured: Secured) -> None:
+    """Not a TLS handshake: the connection is closed with nothing written in the clear."""
+    with connect(secured.broker.kafka_ports["SASL_SSL"]) as sock:
+        port = sock.getsockname()[1]
+        send(sock, api_versions_v0(1))
+        assert closed_with_nothing_written(sock)
+    secured.broker.wait_for_log(
+        rf"connection\.dropped.*127\.0\.0\.1:{port}\b.*TLS handshake failed")
+    assert_logs_in_and_is_served(secured)
