@@ -561,6 +561,12 @@ def load_settings(
             f"queued_max_request_bytes ({settings.queued_max_request_bytes}) must be at least "
             f"max_request_bytes ({settings.max_request_bytes}): the largest request must fit"
         )
+    if settings.max_partitions_per_topic < settings.offsets_topic_partitions:
+        raise SettingsError(
+            f"max_partitions_per_topic ({settings.max_partitions_per_topic}) must be at least "
+            f"offsets_topic_partitions ({settings.offsets_topic_partitions}): "
+            "__consumer_offsets could not be created, and no group could commit"
+        )
     return settings
 
 

@@ -79,6 +79,15 @@ def test_request_memory_must_hold_the_largest_request() -> None:
     assert load_settings(env=env).queued_max_request_bytes == 2048
 
 
+def test_the_offsets_topic_must_fit_under_the_partition_limit() -> None:
+    env = {"ODRADEK_MAX_PARTITIONS_PER_TOPIC": "4", "ODRADEK_OFFSETS_TOPIC_PARTITIONS": "8"}
+    with pytest.raises(SettingsError, match=r"max_partitions_per_topic \(4\) must be at least "
+                                            r"offsets_topic_partitions \(8\)"):
+        load_settings(env=env)
+    env["ODRADEK_OFFSETS_TOPIC_PARTITIONS"] = "4"
+    assert load_settings(env=env).offsets_topic_partitions == 4
+
+
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="cannot read"):
         load_settings(config_file=tmp_path / "absent.toml")
