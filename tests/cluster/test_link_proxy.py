@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -70,6 +71,13 @@ def _receive(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
 def _nothing_arrives(sock: socket.socket) -> bool:
     """No byte and no end of stream for ``QUIET_S``."""
     sock.settimeout(QUIET_S)
@@ -101,7 +109,7 @@ def test_a_cut_holds_the_bytes_of_an_open_connection_and_a_restore_delivers_them
         proxy.cut()
         sock.sendall(b"during")
         assert _nothing_arrives(sock)  # no answer, and no end of stream either
-        assert proxy.held == 1
+        _wait_for(lambda: proxy.held == 1)  # the proxy's reader takes them when it is scheduled
         proxy.restore()
         assert _receive(sock, 6) == b"during"
         sock.sendall(b"after")
