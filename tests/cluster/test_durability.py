@@ -51,17 +51,13 @@ class Outcome:
     sent: int = 0
 
 
-class NumberedProducer(threading.Thread):
-    """Sends ``"<p>:<seq>"`` to every partition, ``rate`` rounds a second, with acks=all, until
-    ``stop()``; then flushes. The Producer lives in this thread only (it is single-threaded);
-    the counters are read from the test's thread under a lock."""
+class ProducerThread(threading.Thread):
+    """A producer in a thread of its own, ``rate`` messages (or rounds) a second with at most
+    ``max_unsettled`` unanswered, until ``stop()``: what it learnt is its ``Outcome``, read from
+    the test's thread under a lock. Subclasses send (``run``)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: list[int], *,
-                 rate: float = 50.0, max_unsettled: int = 400) -> None:
-        super().__init__(name=f"producer-{topic}", daemon=True)
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.partitions = partitions
+    def __init__(self, name: str, *, rate: float, max_unsettled: int) -> None:
+        super().__init__(name=name, daemon=True)
         self.interval = 1 / rate
         self.max_unsettled = max_unsettled
         self.outcome = Outcome()
@@ -81,6 +77,18 @@ class NumberedProducer(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.outcome
+
+
+class NumberedProducer(ProducerThread):
+    """Sends ``"<p>:<seq>"`` to every partition, ``rate`` rounds a second, with acks=all, until
+    ``stop()``; then flushes. The Producer lives in this thread only (it is single-threaded)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: list[int], *,
+                 rate: float = 50.0, max_unsettled: int = 400) -> None:
+        super().__init__(f"producer-{topic}", rate=rate, max_unsettled=max_unsettled)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
 
     def _settle(self, key: tuple[int, int], future: RecordFuture) -> None:
         with self._lock:

@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from protocol.partitions import offsets_partition_for
 from tests.cluster import conftest as cluster_fixtures
 from tests.cluster.conftest import Cluster, free_port, read_partitions, until
-from tests.cluster.test_durability import Outcome, all_in_sync, check_log
+from tests.cluster.test_durability import ProducerThread, all_in_sync, check_log
 from tooling.cli import main as cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -66,39 +66,20 @@ SETTINGS: dict[str, Any] = {
 PROGRESS = 100
 
 
-class NumberedProducer(threading.Thread):
+class NumberedProducer(ProducerThread):
     """librdkafka sends ``"<seq>"`` to partition 0, ``rate`` a second, acks=all, until
-    ``stop()``; then flushes. Its delivery reports (run by ``poll`` in this thread) fill an
-    ``Outcome`` keyed (0, seq) -> offset, read from the test's thread under a lock."""
+    ``stop()``; then flushes. Its delivery reports (run by ``poll`` in this thread) fill the
+    ``Outcome`` keyed (0, seq) -> offset."""
 
     def __init__(self, bootstrap: str, topic: str, *, rate: float = 200.0,
                  max_unsettled: int = 1000) -> None:
-        super().__init__(name=f"librdkafka-producer-{topic}", daemon=True)
+        super().__init__(f"librdkafka-producer-{topic}", rate=rate, max_unsettled=max_unsettled)
         self.config = {
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": False,
             "retries": 2_147_483_647, "retry.backoff.ms": 100, "request.timeout.ms": 5_000,
             "message.timeout.ms": 180_000, "linger.ms": 5,
         }
         self.topic = topic
-        self.interval = 1 / rate
-        self.max_unsettled = max_unsettled
-        self.outcome = Outcome()
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._halt = threading.Event()
-        self._settled = 0
-
-    def acked_count(self) -> int:
-        with self._lock:
-            return len(self.outcome.acked)
-
-    def stop(self, timeout: float) -> Outcome:
-        self._halt.set()
-        self.join(timeout)
-        assert not self.is_alive(), f"the producer did not finish within {timeout} s"
-        if self.error is not None:
-            raise self.error
-        return self.outcome
 
     def _report(self, seq: int, error: KafkaError | None, message: Message) -> None:
         with self._lock:
