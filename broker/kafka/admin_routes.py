@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.route import Body, Route
+from broker.kafka.route import Body, Route, same_body
 from protocol.apis import ApiKey
 
 # ----------------------------------------------------------------------------------- Metadata
@@ -119,10 +119,6 @@ DELETE_TOPICS = Route(ApiKey.DELETE_TOPICS, 0, _delete_topics_request, _delete_t
 # ------------------------------------------------------------------------------ SaslHandshake
 
 
-def _same(body: Body, version: int) -> Body:
-    return body
-
-
 def _sasl_handshake_response(reply: Body, body: Body, version: int) -> Body:
     return {"error_code": reply["error_code"], "mechanisms": reply["mechanisms"]}
 
@@ -131,5 +127,5 @@ def _sasl_handshake_refusal(body: Body, version: int, code: int) -> Body:
     return {"error_code": code, "mechanisms": []}
 
 
-SASL_HANDSHAKE = Route(ApiKey.SASL_HANDSHAKE, 0, _same, _sasl_handshake_response,
+SASL_HANDSHAKE = Route(ApiKey.SASL_HANDSHAKE, 0, same_body, _sasl_handshake_response,
                        _sasl_handshake_refusal)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.kafka.route import Body, Route
+from broker.kafka.route import Body, Route, same_body
 from protocol.apis import ApiKey
 from protocol.kafka import consumer_protocol
 
@@ -33,10 +33,6 @@ def _error_only(reply: Body, body: Body, version: int) -> Body:
 
 def _error_refusal(body: Body, version: int, code: int) -> Body:
     return {"error_code": code}
-
-
-def _same(body: Body, version: int) -> Body:
-    return body
 
 
 # --------------------------------------------------------------------------- FindCoordinator
@@ -109,8 +105,8 @@ def _sync_group_response(reply: Body, body: Body, version: int) -> Body:
 
 SYNC_GROUP = Route(ApiKey.SYNC_GROUP, 0, _sync_group_request, _sync_group_response,
                    lambda body, version, code: {"error_code": code, "assignment": b""})
-HEARTBEAT = Route(ApiKey.HEARTBEAT, 0, _same, _error_only, _error_refusal)
-LEAVE_GROUP = Route(ApiKey.LEAVE_GROUP, 0, _same, _error_only, _error_refusal)
+HEARTBEAT = Route(ApiKey.HEARTBEAT, 0, same_body, _error_only, _error_refusal)
+LEAVE_GROUP = Route(ApiKey.LEAVE_GROUP, 0, same_body, _error_only, _error_refusal)
 
 # ------------------------------------------------------------------------------ OffsetCommit
 
@@ -205,7 +201,7 @@ def _list_groups_response(reply: Body, body: Body, version: int) -> Body:
                        for g in reply["groups"]]}
 
 
-LIST_GROUPS = Route(ApiKey.LIST_GROUPS, 0, _same, _list_groups_response,
+LIST_GROUPS = Route(ApiKey.LIST_GROUPS, 0, same_body, _list_groups_response,
                     lambda body, version, code: {"error_code": code, "groups": []})
 
 

@@ -35,3 +35,7 @@ class Route:
     response: FromNative
     refusal: Refusal
 
+
+def same_body(body: Body, version: int) -> Body:
+    """The request translation of an API whose Kafka and native bodies are the same."""
+    return body
