@@ -10,11 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import trio
 from kazoo.client import KazooClient
 
 from broker.cluster import zk_layout as zk
-from broker.cluster.controller import Controller, NotControllerAnyMore, try_to_become_controller
+from broker.cluster.controller import Controller
 from broker.cluster.zookeeper import ZooKeeper
 from broker.settings import BrokerSettings
 from client.admin import Admin
@@ -22,6 +21,7 @@ from client.consumer import Consumer
 from client.producer import Producer
 from client.records import TopicPartition
 from tests.cluster.conftest import Cluster, until
+from tests.cluster.lone_controller import fenced_write
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -152,43 +152,17 @@ def test_only_the_current_controller_saves_the_reassignments(
     settings = BrokerSettings(data_dir=str(tmp_path), zookeeper_connect=zk_connect,
                               auto_leader_rebalance_enable=False)
 
-    async def main() -> None:
-        zoo = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
-        rival = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
-        await zoo.start()
-        await rival.start()
-        try:
-            await zoo.call(_lay_out_partition, zoo.kazoo, topic)
-            elected = await try_to_become_controller(zoo, 0)
-            assert elected is not None
-            controller = Controller(zoo, settings, 0, elected)
-            stepped_down = trio.Event()
+    async def write(controller: Controller) -> None:
+        assert await controller.reassign([(tp, [1])]) == {tp: None}
 
-            async def serve() -> None:
-                await controller.run()
-                stepped_down.set()
+    async def check(zoo: ZooKeeper, _: None) -> None:
+        if not replaced:
+            data, _stat = await zoo.call(zoo.kazoo.get, zk.REASSIGN_PARTITIONS)
+            assert zk.decode_reassignments(data) == {(topic, 0): (1,)}
+            return
+        assert await zoo.call(zoo.kazoo.exists, zk.REASSIGN_PARTITIONS) is None
+        data, _stat = await zoo.call(zoo.kazoo.get, zk.topic_path(topic))
+        assert zk.decode_assignment(topic, data) == {0: (0,)}
 
-            with trio.fail_after(30):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(serve)
-                    assert await controller.elect_preferred(None) == []  # start-up is over
-                    if not replaced:
-                        assert await controller.reassign([(tp, [1])]) == {tp: None}
-                        data, _ = await zoo.call(zoo.kazoo.get, zk.REASSIGN_PARTITIONS)
-                        assert zk.decode_reassignments(data) == {(topic, 0): (1,)}
-                        nursery.cancel_scope.cancel()
-                        return
-                    # broker 1 is elected as if broker 0's session had expired
-                    await rival.call(rival.kazoo.delete, zk.CONTROLLER)
-                    assert await try_to_become_controller(rival, 1) is not None
-                    with pytest.raises(NotControllerAnyMore, match="another controller"):
-                        await controller.reassign([(tp, [1])])
-                    await stepped_down.wait()
-            assert await zoo.call(zoo.kazoo.exists, zk.REASSIGN_PARTITIONS) is None
-            data, _ = await zoo.call(zoo.kazoo.get, zk.topic_path(topic))
-            assert zk.decode_assignment(topic, data) == {0: (0,)}
-        finally:
-            await rival.stop()
-            await zoo.stop()
-
-    trio.run(main)
+    fenced_write(settings, lambda client: _lay_out_partition(client, topic), write, check,
+                 replaced=replaced)

@@ -12,14 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import trio
 from kazoo.client import KazooClient
 
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller import (
     Controller,
-    NotControllerAnyMore,
-    try_to_become_controller,
 )
 from broker.cluster.controller_events import ReplicaDeleted
 from broker.cluster.zookeeper import ZooKeeper
@@ -29,6 +26,7 @@ from client.admin import Admin
 from protocol.errors import TopicAlreadyExistsError
 from tests.broker_process import BrokerProcess
 from tests.cluster.conftest import Cluster, read_partitions, until
+from tests.cluster.lone_controller import fenced_write
 from tests.cluster.test_replication import _send_all, _values
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -139,41 +137,12 @@ def test_only_the_current_controller_deletes_a_topics_znodes(
     settings = BrokerSettings(data_dir=str(tmp_path), zookeeper_connect=zk_connect,
                               auto_leader_rebalance_enable=False)
 
-    async def main() -> None:
-        zoo = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
-        rival = ZooKeeper(zk_connect, session_timeout_ms=10_000, connection_timeout_ms=10_000)
-        await zoo.start()
-        await rival.start()
-        try:
-            nodes = await zoo.call(_lay_out_deletion, zoo.kazoo, topic)
-            elected = await try_to_become_controller(zoo, 0)
-            assert elected is not None
-            controller = Controller(zoo, settings, 0, elected)
-            stepped_down = trio.Event()
+    async def write(controller: Controller) -> None:
+        await controller.ask(ReplicaDeleted(1, ((topic, 0),)))
 
-            async def serve() -> None:
-                await controller.run()
-                stepped_down.set()
+    async def check(zoo: ZooKeeper, nodes: list[str]) -> None:
+        left = [n for n in nodes if await zoo.call(zoo.kazoo.exists, n)]
+        assert left == (nodes if replaced else [])
 
-            with trio.fail_after(30):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(serve)
-                    # answered once start-up is over: the deletion waits for broker 1
-                    assert await controller.elect_preferred(None) == []
-                    if not replaced:
-                        await controller.ask(ReplicaDeleted(1, ((topic, 0),)))
-                        assert [n for n in nodes if zoo.kazoo.exists(n)] == []
-                        nursery.cancel_scope.cancel()
-                        return
-                    # broker 1 is elected as if broker 0's session had expired
-                    await rival.call(rival.kazoo.delete, zk.CONTROLLER)
-                    assert await try_to_become_controller(rival, 1) is not None
-                    with pytest.raises(NotControllerAnyMore, match="another controller"):
-                        await controller.ask(ReplicaDeleted(1, ((topic, 0),)))
-                    await stepped_down.wait()
-            assert [n for n in nodes if zoo.kazoo.exists(n)] == nodes
-        finally:
-            await rival.stop()
-            await zoo.stop()
-
-    trio.run(main)
+    fenced_write(settings, lambda client: _lay_out_deletion(client, topic), write, check,
+                 replaced=replaced)
