@@ -21,6 +21,7 @@ from client.errors import (
     SubscriptionNotValidError,
 )
 from client.group_state import ConsumerState
+from client.message_sets import FetchedSet
 from client.offsets import EARLIEST, LATEST
 from client.partitioner import DefaultPartitioner, murmur2, partition_for_key
 from client.producer import Producer
@@ -55,6 +56,7 @@ __all__ = [
     "ConsumerState",
     "CorruptRecordError",
     "DefaultPartitioner",
+    "FetchedSet",
     "IllegalStateError",
     "NewTopic",
     "NoBrokersAvailableError",

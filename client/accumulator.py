@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from client.batch import Drive, ProducerBatch
+from client.batch import Drive, ProducerBatch, SetBatch
 from client.records import TopicPartition
 
 
@@ -59,6 +59,19 @@ class RecordAccumulator:
         self.buffered_bytes += size
         return batch
 
+    def append_set(self, tp: TopicPartition, data: bytes, now: float) -> SetBatch:
+        """Queue a stored message set for ``tp``, after (and closing) its open batch."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        elif queue:
+            queue[-1].open = False
+        batch = SetBatch(tp, now, self._drive, data)
+        queue.append(batch)
+        self._queued += 1
+        self.buffered_bytes += batch.size
+        return batch
+
     def append_if_room(
         self, tp: TopicPartition, key: bytes | None, value: bytes | None, timestamp: int, size: int
     ) -> ProducerBatch | None:
@@ -78,7 +91,7 @@ class RecordAccumulator:
     def due_at_once(self, batch: ProducerBatch) -> bool:
         """Whether ``batch``, just started, makes its partition sendable now: a batch is queued
         before it (so that one is full), or nothing lingers."""
-        return not self.linger or len(self._queues[batch.tp]) > 1
+        return not self.linger or batch.whole or len(self._queues[batch.tp]) > 1
 
     def extend(
         self, batch: ProducerBatch, records: Iterable[tuple[bytes | None, bytes | None, int]],
@@ -104,6 +117,7 @@ class RecordAccumulator:
                 continue
             if (
                 flushing
+                or head.whole
                 or len(queue) > 1
                 or head.size >= self.batch_bytes
                 or now - head.created >= linger
@@ -125,11 +139,18 @@ class RecordAccumulator:
     ) -> list[ProducerBatch]:
         """Take batches from the head of ``tp``'s queue: the head, then as many more as fit in
         ``max_bytes`` -- none waiting out a retry backoff, and the open (last) batch only if it
-        is due by itself (full, lingered long enough, or flushing)."""
+        is due by itself (full, lingered long enough, or flushing). A stored message set goes
+        alone."""
         queue = self._queues[tp]
         batches = [queue.popleft()]
         total = batches[0].size
-        while queue and not queue[0].attempts and total + queue[0].size <= max_bytes:
+        while (
+            queue
+            and not queue[0].attempts
+            and not batches[0].whole
+            and not queue[0].whole
+            and total + queue[0].size <= max_bytes
+        ):
             batch = queue[0]
             if len(queue) == 1 and not (
                 flushing or batch.size >= self.batch_bytes or now - batch.created >= self.linger

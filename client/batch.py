@@ -29,6 +29,8 @@ log = logging.getLogger("odradek.producer")
 
 
 class ProducerBatch:
+    #: a stored message set (``SetBatch``): due at once, and always sent alone
+    whole = False
     __slots__ = (
         "_callbacks",
         "_drive",
@@ -113,6 +115,26 @@ class ProducerBatch:
                 fn(RecordFuture(self, index))
             except Exception:  # a user's callback must never break the producer's I/O
                 log.exception("a send callback raised", extra={"partition": str(self.tp)})
+
+
+class SetBatch(ProducerBatch):
+    """A stored message set, from ``Producer.send_set``: its bytes go out as they are -- not
+    merged with other batches, re-encoded with the producer's codec, or split -- and its one
+    future resolves to the offset of its first message."""
+
+    whole = True
+    __slots__ = ()
+
+    def __init__(self, tp: TopicPartition, created: float, drive: Drive, data: bytes) -> None:
+        super().__init__(tp, created, drive)
+        self.records = [(None, None, -1)]  # one future, for the whole set
+        self.size = len(data)
+        self.open = False
+        self._encoded = data
+
+    def encode(self, codec: Codec) -> bytes:
+        assert self._encoded is not None
+        return self._encoded
 
 
 class RecordFuture:

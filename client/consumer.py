@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Unpack
+from typing import TypeVar, Unpack
 
 from client.coordinator_lookup import CoordinatorLookup
 from client.errors import (
@@ -40,6 +40,7 @@ from client.future import Future
 from client.group_commits import GroupCommits, Offsets
 from client.group_membership import GroupConfig, GroupMembership
 from client.group_state import ConsumerState
+from client.message_sets import FetchedSet
 from client.metadata import MetadataTracker
 from client.network import NetworkClient
 from client.offsets import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets
@@ -54,6 +55,7 @@ log = logging.getLogger("odradek.consumer")
 
 #: ``commit_async`` callbacks get the offsets and None, or the error
 CommitCallback = Callable[[Offsets, BaseException | None], None]
+_Taken = TypeVar("_Taken", ConsumerRecord, FetchedSet)
 _FETCHING = frozenset({ConsumerState.PART_OF_GROUP, ConsumerState.REDISCOVER_COORDINATOR})
 
 
@@ -65,8 +67,8 @@ def _check_at_least(*settings: tuple[str, int, int]) -> None:
 
 
 def _fetch_config(*, min_bytes: int, max_wait_ms: int, max_bytes: int, partition_bytes: int,
-                  max_partition_bytes: int, check_crcs: bool, retry_backoff_ms: int
-                  ) -> FetchConfig:
+                  max_partition_bytes: int, check_crcs: bool, retry_backoff_ms: int,
+                  message_sets: bool) -> FetchConfig:
     """The fetcher's settings, their bounds checked first under the Consumer's own names."""
     _check_at_least(
         ("fetch_min_bytes", min_bytes, 0),
@@ -77,7 +79,8 @@ def _fetch_config(*, min_bytes: int, max_wait_ms: int, max_bytes: int, partition
     )
     return FetchConfig(min_bytes=min_bytes, max_wait_ms=max_wait_ms, max_bytes=max_bytes,
                        partition_bytes=partition_bytes, max_partition_bytes=max_partition_bytes,
-                       check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms)
+                       check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms,
+                       message_sets=message_sets)
 
 
 def _membership(network: NetworkClient, config: GroupConfig
@@ -115,12 +118,13 @@ class Consumer:
         reconnect_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
         default_api_timeout_ms: int = 60_000,
+        message_sets: bool = False,
         **security: Unpack[SecurityOptions],
     ) -> None:
         fetch_config = _fetch_config(
             min_bytes=fetch_min_bytes, max_wait_ms=fetch_max_wait_ms, max_bytes=fetch_max_bytes,
             partition_bytes=partition_fetch_bytes, max_partition_bytes=max_partition_fetch_bytes,
-            check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms)
+            check_crcs=check_crcs, retry_backoff_ms=retry_backoff_ms, message_sets=message_sets)
         _check_at_least(
             ("max_poll_records", max_poll_records, 1),
             ("request_timeout_ms", request_timeout_ms, 1),
@@ -328,14 +332,36 @@ class Consumer:
         group's work (the seed's ``coordinate()``): find the coordinator, join, heartbeat when
         due, rebalance, auto-commit. Errors met while fetching (an out-of-range offset with
         ``auto_offset_reset=none``, a message too large, a corrupt message) or joining (an
-        unknown assignment strategy, ...) are raised here."""
+        unknown assignment strategy, ...) are raised here. ``max_records=0`` does only the
+        group's work and the fetching, for the whole timeout: a caller that cannot take more
+        yet keeps its membership (heartbeats) and buffers at most a chunk per partition."""
+        if self._fetcher.message_sets:
+            raise IllegalStateError("this consumer hands out message sets: call poll_sets()")
+        limit = self._max_poll_records if max_records is None else max_records
+        return self._poll(self._fetcher.take, limit, timeout_ms)
+
+    def poll_sets(self, timeout_ms: float = 0, max_sets: int | None = None) -> list[FetchedSet]:
+        """``poll`` for a consumer made with ``message_sets=True``: up to ``max_sets`` stored
+        message sets, each the bytes of one fetched chunk of one partition as the broker
+        stored them -- compressed wrappers unopened -- for ``Producer.send_set`` to append
+        elsewhere unchanged (a mirror). Positions move past each set handed out. ``max_sets``
+        defaults to 100; 0 works as ``poll``'s ``max_records=0``."""
+        if not self._fetcher.message_sets:
+            raise IllegalStateError(
+                "poll_sets() needs a consumer made with message_sets=True; this one decodes "
+                "records: call poll()"
+            )
+        return self._poll(self._fetcher.take_sets, 100 if max_sets is None else max_sets,
+                          timeout_ms)
+
+    def _poll(self, take: Callable[[int], list[_Taken]], limit: int, timeout_ms: float
+              ) -> list[_Taken]:
         self._check_open()
         if self._subscription.kind is SubscriptionKind.NONE:
             raise IllegalStateError(
                 "the consumer reads nothing: subscribe() or assign() first "
                 "(seed: SubscriptionIsEmpty)"
             )
-        limit = max_records or self._max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
         fetcher = self._fetcher
         timed_out = False
@@ -344,10 +370,10 @@ class Consumer:
             if fetching:
                 fetcher.raise_error()
                 self._check_positions()
-                records = fetcher.take(limit)
-                if records:
+                taken = take(limit)
+                if taken:
                     fetcher.send_fetches()  # the next chunk travels while the caller works
-                    return records
+                    return taken
             if timed_out:
                 return []
             self._metadata.poll()

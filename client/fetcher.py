@@ -19,6 +19,9 @@ Per partition, a response may
 - hold a damaged entry (bad CRC, malformed): the records before it are handed out, then
   ``CorruptRecordError`` naming its offset is raised -- at each poll until a ``seek`` past it,
   as Kafka's consumer does.
+
+With ``message_sets`` the chunks are not decoded: each becomes one ``FetchedSet`` of stored
+entries (client.message_sets says how its ends are cut), under the same rules.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from client.errors import CorruptRecordError, RecordTooLargeError, partition_error
 from client.future import Future
+from client.message_sets import FetchedSet, cut_from
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
 from client.offsets import EARLIEST, LATEST, list_offsets_body, read_list_offsets
 from client.positions import FetchPositions, OffsetReset
@@ -60,14 +64,16 @@ class FetchConfig:
     max_partition_bytes: int = 16 * 1024 * 1024  # the most a single message may need
     check_crcs: bool = True
     retry_backoff_ms: int = 100
+    message_sets: bool = False  # hand out stored message sets, not records
 
 
 @dataclass
 class _Buffered:
-    """A decoded chunk of one partition, handed out by ``take``."""
+    """A decoded chunk of one partition (records, or one message set), handed out by
+    ``take``."""
 
     tp: TopicPartition
-    records: list[ConsumerRecord]
+    records: list[Any]
     expected_position: int  # the partition's position if nobody has seeked meanwhile
     next_offset: int  # its position once every record here is taken
     taken: int = 0
@@ -89,7 +95,11 @@ class Fetcher:
         self._resetting: set[TopicPartition] = set()
         self._reset_retry_at = 0.0
         self._errors: deque[BaseException] = deque()
+        # per partition, a position this fetcher moved to the end of a message set: an entry
+        # starts there, so the next set is cut without opening its first wrapper
+        self._set_ends: dict[TopicPartition, int] = {}
         self._backoff = config.retry_backoff_ms / 1000
+        self.message_sets = config.message_sets
         self.throttle_stats = ThrottleStats()
 
     # --------------------------------------------------------------------------- records
@@ -133,6 +143,13 @@ class Fetcher:
             positions.seek(tp, new_position)
             chunk.expected_position = new_position
         return out
+
+    def take_sets(self, max_sets: int) -> list[FetchedSet]:
+        """``take`` for a fetcher of ``message_sets``: whole sets, positions moved past them."""
+        sets = cast(list[FetchedSet], self.take(max_sets))
+        for s in sets:
+            self._set_ends[TopicPartition(s.topic, s.partition)] = s.next_offset
+        return sets
 
     # --------------------------------------------------------------------------- fetches
 
@@ -236,6 +253,9 @@ class Fetcher:
     def _handle_records(self, tp: TopicPartition, offset: int, data: bytes) -> None:
         if not data:
             return
+        if self._config.message_sets:
+            self._handle_set(tp, offset, data)
+            return
         records, whole, damage = _decode_before_damage(tp, data, self._config.check_crcs)
         error = None
         if damage is not None:
@@ -252,6 +272,23 @@ class Fetcher:
         if records and records[0].offset < offset:
             records = [r for r in records if r.offset >= offset]
         self._buffered.append(_Buffered(tp, records, offset, next_offset, error=error))
+
+    def _handle_set(self, tp: TopicPartition, offset: int, data: bytes) -> None:
+        cut = cut_from(
+            data, offset, aligned=self._set_ends.get(tp) == offset,
+            verify_crc=self._config.check_crcs,
+        )
+        error = None
+        if cut.damage is not None:
+            error = CorruptRecordError(tp, cut.damage, max(cut.damage.offset or 0, offset))
+        elif cut.whole == 0:
+            self._grow_fetch(tp, offset, data)
+            return
+        self._fetch_bytes.pop(tp, None)
+        sets = [FetchedSet(tp.topic, tp.partition, offset, cut.next_offset, cut.data)]
+        self._buffered.append(
+            _Buffered(tp, sets if cut.data else [], offset, cut.next_offset, error=error)
+        )
 
     def _grow_fetch(self, tp: TopicPartition, offset: int, data: bytes) -> None:
         """The first message did not fit in the fetch: ask for enough to hold it."""

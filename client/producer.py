@@ -301,6 +301,35 @@ class Producer:
                 done = stop
         return futures
 
+    def send_set(self, topic: str, partition: int, data: bytes) -> RecordFuture:
+        """Queue a stored message set -- whole entries, as ``Consumer.poll_sets`` hands them
+        out -- for one partition, to be appended as it is: compressed wrappers are not opened
+        and the producer's ``compression`` does not apply (a mirror's pass-through). The
+        broker checks it and assigns its offsets; the future resolves to the offset of its
+        first message. The set keeps its place among the partition's other sends."""
+        if type(data) is not bytes:
+            data = _as_bytes(data, "data")
+        if not data:
+            raise ValueError(f"send_set: an empty message set for {topic}-{partition}")
+        known = self._topics.get(topic)
+        if known is None or known.version != self._metadata.updates:
+            known = self._learn_topic(topic)
+        tp = known.tps.get(partition)
+        if tp is None:
+            raise UnknownTopicOrPartitionError(
+                f"{topic}-{partition}: topic {topic!r} has partitions 0..{len(known.tps) - 1}"
+            )
+        if len(data) > self._max_request_bytes:
+            raise MessageTooLargeError(
+                f"message set of {len(data)} bytes for {tp} exceeds "
+                f"max_request_bytes={self._max_request_bytes}"
+            )
+        if self._accumulator.buffered_bytes + len(data) > self._buffer_bytes:
+            self._wait_for_room(len(data))
+        batch = self._accumulator.append_set(tp, data, self._clock())
+        self._run_once(0.0)
+        return RecordFuture(batch, 0)
+
     def poll(self, timeout: float = 0.0) -> None:
         """Send what is due, read responses (settling futures), waiting up to ``timeout`` s."""
         if self._closed:
@@ -326,6 +355,12 @@ class Producer:
                 self._run_once(min(remaining, 1.0))
         finally:
             self._flushing -= 1
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of messages sent to this producer and not yet acknowledged (or failed): at
+        ``buffer_bytes``, ``send`` blocks."""
+        return self._accumulator.buffered_bytes
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions (blocks up to ``max_block_ms`` for metadata)."""

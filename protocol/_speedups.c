@@ -252,7 +252,7 @@ static PyObject *encode_records(PyObject *self, PyObject *args, PyObject *kwargs
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* scan_v1(data, pos, verify_crc, last, found) -> (pos, last)  (broker.log.entries._scan_v1) */
+/* scan_v1(data, pos, verify_crc, last, found) -> (pos, last)  (protocol.entry_scan._scan_v1) */
 
 static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -522,7 +522,7 @@ static PyMethodDef methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_VARARGS | METH_KEYWORDS,
      "protocol.messageset.encode_records in C."},
     {"scan_v1", (PyCFunction)(void (*)(void))scan_v1, METH_FASTCALL,
-     "broker.log.entries._scan_v1 in C."},
+     "protocol.entry_scan._scan_v1 in C."},
     {"decode_plain", (PyCFunction)(void (*)(void))decode_plain, METH_FASTCALL,
      "protocol.messageset._decode_plain in C."},
     {"set_encode_fallback", set_encode_fallback, METH_O,

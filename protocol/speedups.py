@@ -3,7 +3,7 @@
 code it stands in for, which stays as the fallback and does exactly the same.
 
 ``ODRADEK_PURE_PYTHON=1`` in the environment forces the fallback. The choice is made once, at
-import: protocol.messageset and broker.log.entries bind the chosen functions to their names.
+import: protocol.messageset and protocol.entry_scan bind the chosen functions to their names.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from broker.cluster import zk_layout as zk
 from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.log import PartitionLog
-from broker.log.entries import entry_size_at
+from protocol.entry_scan import entry_size_at
 from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log import layout
-from broker.log.entries import scan_entries
+from protocol.entry_scan import scan_entries
 from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.segment import Segment
 from protocol.compression import Codec, compress

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from broker.log import layout
-from broker.log.entries import entry_size_at, scan_entries
+from protocol.entry_scan import entry_size_at, scan_entries
 from broker.log.index import OffsetIndex, TimeIndex
 from protocol.compression import Codec
 from protocol.errors import MessageFormatError

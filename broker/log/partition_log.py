@@ -32,7 +32,7 @@ import structlog
 
 from broker.log import compaction, layout, v0_wrappers
 from broker.log.config import LogConfig
-from broker.log.entries import Scan, scan_entries
+from protocol.entry_scan import Scan, scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,

@@ -19,7 +19,7 @@ from pathlib import Path
 import structlog
 
 from broker.log import layout
-from broker.log.entries import Scan, entry_size_at, scan_entries
+from protocol.entry_scan import Scan, entry_size_at, scan_entries
 from broker.log.errors import CorruptSegmentError
 from broker.log.index import OffsetIndex, TimeIndex
 from protocol.messageset import LOG_OVERHEAD, MIN_SIZE, Entry, read_entries

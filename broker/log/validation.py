@@ -24,7 +24,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from broker.log import v0_wrappers
-from broker.log.entries import Scan, scan_entries
+from protocol.entry_scan import Scan, scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,

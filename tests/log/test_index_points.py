@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.log.entries import Scan
+from protocol.entry_scan import Scan
 from broker.log.segment import Segment, index_points, largest_timestamps
 
 

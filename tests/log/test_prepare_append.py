@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.log.entries import scan_entries
+from protocol.entry_scan import scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from broker.log.entries import Scan, scan_entries
+from protocol.entry_scan import Scan, scan_entries
 from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import LOG_OVERHEAD, encode_records, read_entries
 from tests.log.message_sets import damaged, message_sets

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log.entries import _Columns, _py_scan_v1, scan_entries
+from protocol.entry_scan import _Columns, _py_scan_v1, scan_entries
 from client.records import ConsumerRecord
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
@@ -189,7 +189,7 @@ def test_scan_v1_finds_the_python_columns(data, verify, last, draw) -> None:
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs, st.booleans(), st.one_of(st.none(), st.integers(-2, 50)))
 def test_scan_entries_gives_one_scan_with_either(data, verify, after) -> None:
-    import broker.log.entries as entries
+    import protocol.entry_scan as entries
 
     got = scan_entries(data, verify_crc=verify, after_offset=after)
     saved = entries._scan_v1

@@ -27,6 +27,7 @@ from tooling.cli.cluster import add_cluster_parser
 from tooling.cli.console import add_console_parser
 from tooling.cli.consume import add_consume_parser
 from tooling.cli.groups import add_groups_parser
+from tooling.cli.mirror import add_mirror_parser
 from tooling.cli.output import Output
 from tooling.cli.produce import add_produce_parser
 from tooling.cli.quotas import add_quotas_parser
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_acls_parser(commands, [client, json_flag])
     add_quotas_parser(commands, [client, json_flag])
     add_users_parser(commands, [client, json_flag])
+    add_mirror_parser(commands, [json_flag])
     add_demo_parser(commands)
     return parser
 

@@ -1,4 +1,5 @@
-"""Checking stored entries without decoding them: the scan behind append, recovery and indexes.
+"""Checking stored entries without decoding them: the scan behind append, recovery, indexes
+and the message sets a mirror passes on (client/message_sets.py).
 
 The codec (protocol.messageset) decodes entries into keys and values for consumers. The log only
 needs to know that each entry is whole and well formed and where it sits, so this scan reads the

@@ -1,0 +1,264 @@
+"""One mirror stream: a consumer in the mirror's group on the source, a producer on the target.
+
+Pass-through (the default): ``Consumer.poll_sets`` hands out stored message sets and
+``Producer.send_set`` appends each, unopened, to the same partition number of the target topic
+-- about one fetch and one produce of the same bytes per message (seed 001: no
+"decompression/recompression in mirror maker"). With ``recompress`` the messages are decoded and
+produced again with that codec, as Kafka's MirrorMaker does.
+
+Nothing acknowledged is lost: a source offset is committed only once the target acknowledged
+every message before it. Per partition the sends wait in order (one future a set); the
+*acknowledged* offset moves past the ones done. Commits go every ``commit_interval``, when
+partitions are revoked (after waiting for the producer: the next owner starts from there) and
+at the end. A mirror killed at any point restarts from its last commit, so the target holds
+every message the source acknowledged, and at most the uncommitted window twice.
+
+A send the target refuses for good (its producer gave up: ``delivery_timeout_ms``, or an error
+that retrying cannot fix) ends the stream with ``MirrorError``: the offsets before it are
+committed, it and what follows are not, so a restart tries them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.batch import RecordFuture
+from client.consumer import Consumer
+from client.errors import CommitFailedError
+from client.message_sets import FetchedSet
+from client.producer import Producer
+from client.records import ConsumerRecord, TopicPartition
+from client.security import SecurityOptions
+from client.subscription import ConsumerRebalanceListener
+from protocol.compression import Codec
+from protocol.errors import OdradekError
+from tooling.mirror.naming import TopicSelection
+from tooling.mirror.progress import Progress
+
+log = logging.getLogger("odradek.mirror")
+
+
+class MirrorError(OdradekError):
+    """The target refused a message for good; the mirror stopped with the offsets before it
+    committed."""
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    source: str
+    target: str
+    group: str = "odradek-mirror"
+    source_security: SecurityOptions = field(default_factory=dict)  # type: ignore[assignment]
+    target_security: SecurityOptions = field(default_factory=dict)  # type: ignore[assignment]
+    source_properties: dict[str, Any] = field(default_factory=dict)  # Consumer keyword args
+    target_properties: dict[str, Any] = field(default_factory=dict)  # Producer keyword args
+    acks: str = "all"
+    recompress: Codec | None = None
+    commit_interval: float = 5.0
+    from_latest: bool = False  # where nothing is committed (default: the earliest offset)
+    client_id: str = "odradek-mirror"
+
+
+#: bytes waiting for the target's acknowledgement above which no more sets are taken
+_PAUSE_BYTES = 16 * 1024 * 1024
+
+#: resolves a source topic (and a partition it must have) to the target topic
+TargetOf = Callable[[str, int], str]
+
+
+class _Pending:
+    """One partition's sends not yet acknowledged, in order, and how far it is acknowledged."""
+
+    __slots__ = ("acknowledged", "committed", "sends")
+
+    def __init__(self) -> None:
+        # (first offset, next offset, the futures of the messages between)
+        self.sends: deque[tuple[int, int, Sequence[RecordFuture]]] = deque()
+        self.acknowledged: int | None = None  # the offset after the last acknowledged message
+        self.committed: int | None = None
+
+
+class MirrorStream:
+    def __init__(self, config: StreamConfig, selection: TopicSelection, target_of: TargetOf,
+                 progress: Progress, *, name: str = "stream-0") -> None:
+        self._config = config
+        self._target_of = target_of
+        self._progress = progress
+        self._name = name
+        self._pending: dict[TopicPartition, _Pending] = {}
+        self._next_commit = time.monotonic() + config.commit_interval
+        self._pause_bytes = _PAUSE_BYTES
+        passthrough = config.recompress is None
+        self.consumer = Consumer(
+            config.source, group_id=config.group, client_id=f"{config.client_id}-{name}",
+            enable_auto_commit=False, message_sets=passthrough,
+            auto_offset_reset="latest" if config.from_latest else "earliest",
+            **{**config.source_properties, **config.source_security},
+        )
+        self.producer = Producer(
+            config.target, client_id=f"{config.client_id}-{name}", acks=config.acks,
+            compression=config.recompress or Codec.NONE,
+            # a set is one fetched chunk: as large as the consumer fetches
+            max_request_bytes=max(self.consumer_fetch_bytes(config), 1024 * 1024) + 1024,
+            **{**config.target_properties, **config.target_security},
+        )
+        listener = _Listener(self)
+        if selection.pattern is not None:
+            self.consumer.subscribe(pattern=selection.pattern, listener=listener)
+        else:
+            self.consumer.subscribe(sorted(selection.names), listener=listener)
+
+    @staticmethod
+    def consumer_fetch_bytes(config: StreamConfig) -> int:
+        return int(config.source_properties.get("max_partition_fetch_bytes", 16 * 1024 * 1024))
+
+    # ------------------------------------------------------------------------------ loop
+
+    def run(self, stopping: Callable[[], bool]) -> None:
+        """Mirror until ``stopping()`` says so; then commit what the target acknowledged and
+        leave the group. ``MirrorError`` when the target refused a message for good."""
+        try:
+            while not stopping():
+                self.turn()
+        finally:
+            self.close()
+
+    def turn(self) -> None:
+        """One round: settle acknowledgements, commit when due, fetch and send."""
+        self._settle()
+        if time.monotonic() >= self._next_commit:
+            self._commit(self._pending)
+        wait = 10 if any(p.sends for p in self._pending.values()) else 200
+        # while the target is behind, polls only keep the group's membership (heartbeats):
+        # the sets wait in the consumer, one fetched chunk per partition at most
+        limit = None if self.producer.buffered_bytes < self._pause_bytes else 0
+        if self._config.recompress is None:
+            for s in self.consumer.poll_sets(timeout_ms=wait, max_sets=limit):
+                self._send_set(s)
+        else:
+            self._send_records(self.consumer.poll(timeout_ms=wait, max_records=limit))
+        self.producer.poll(0)
+        self._progress.set_lag(self._lags(), [])
+
+    def _send_set(self, s: FetchedSet) -> None:
+        target = self._target_of(s.topic, s.partition)
+        future = self.producer.send_set(target, s.partition, s.data)
+        self._pending_for(TopicPartition(s.topic, s.partition)).sends.append(
+            (s.offset, s.next_offset, (future,)))
+        self._progress.sent(s.topic, s.next_offset - s.offset, len(s.data))
+
+    def _send_records(self, records: list[ConsumerRecord]) -> None:
+        """Decoded messages produced again (``recompress``), a partition's run at a time."""
+        runs: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for r in records:
+            runs.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+        send = self.producer.send
+        for tp, run in runs.items():
+            target = self._target_of(tp.topic, tp.partition)
+            futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
+            self._pending_for(tp).sends.append((run[0].offset, run[-1].offset + 1, futures))
+            size = sum(len(r.value or b"") + len(r.key or b"") for r in run)
+            self._progress.sent(tp.topic, len(run), size)
+
+    def _pending_for(self, tp: TopicPartition) -> _Pending:
+        pending = self._pending.get(tp)
+        if pending is None:
+            pending = self._pending[tp] = _Pending()
+        return pending
+
+    def _settle(self) -> None:
+        """Move each partition's acknowledged offset past its sends that are done, in order;
+        the first refused one ends the stream (those before it are still committed)."""
+        acknowledged = 0
+        for tp, pending in self._pending.items():
+            sends = pending.sends
+            while sends and sends[0][2][-1].done():  # a partition's sends settle in order
+                first, next_offset, futures = sends[0]
+                failed = next((f for f in futures if f.failed()), None)
+                if failed is not None:
+                    self._progress.add(acknowledged=acknowledged)
+                    raise MirrorError(
+                        f"the target refused a message of {tp} (target topic "
+                        f"{self._target_of(tp.topic, tp.partition)!r}): {failed.exception()}; "
+                        f"the offsets before it are committed"
+                    ) from failed.exception()
+                sends.popleft()
+                acknowledged += next_offset - first
+                pending.acknowledged = next_offset
+        self._progress.add(acknowledged=acknowledged)
+
+    def _commit(self, partitions: dict[TopicPartition, _Pending]) -> None:
+        """Commit the acknowledged offsets that moved since the last commit."""
+        self._next_commit = time.monotonic() + self._config.commit_interval
+        offsets = {
+            tp: p.acknowledged for tp, p in partitions.items()
+            if p.acknowledged is not None and p.acknowledged != p.committed
+        }
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets)
+        except CommitFailedError as exc:
+            # the group moved on without this member: the partitions' new owners start from
+            # the last commit, so what was sent since is sent again (counted as duplicates)
+            log.warning("mirror_commit_failed stream=%s error=%s", self._name, exc)
+            return
+        for tp, offset in offsets.items():
+            partitions[tp].committed = offset
+        self._progress.add(commits=1)
+
+    def _lags(self) -> dict[TopicPartition, int]:
+        out = {}
+        for tp in self.consumer.assignment():
+            high = self.consumer.highwater(tp)
+            pending = self._pending.get(tp)
+            done = pending.acknowledged if pending is not None else None
+            if high is not None and done is not None:
+                out[tp] = max(high - done, 0)
+        return out
+
+    # ------------------------------------------------------------------------- hand-over
+
+    def hand_over(self, revoked: list[TopicPartition]) -> None:
+        """Partitions are revoked: wait for the target to acknowledge what was sent, commit
+        it, and forget them -- their next owner starts where this one's acknowledgements end."""
+        self.producer.flush()
+        self._settle()
+        leaving = {tp: self._pending[tp] for tp in revoked if tp in self._pending}
+        self._commit(leaving)
+        for tp in leaving:
+            del self._pending[tp]
+        self._progress.set_lag({}, revoked)
+
+    def close(self) -> None:
+        """Wait for the target's acknowledgements, commit them and leave the group (a refused
+        send is raised after the commit of the offsets before it)."""
+        error: BaseException | None = None
+        try:
+            self.producer.flush()
+            self._settle()
+        except (MirrorError, OdradekError) as exc:
+            error = exc
+        try:
+            self._commit(self._pending)
+        finally:
+            self.consumer.close()
+            self.producer.close(0)
+        if error is not None:
+            raise error
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, stream: MirrorStream) -> None:
+        self._stream = stream
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self._stream.hand_over(revoked)
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        log.info("mirror_assigned partitions=%s", ",".join(map(str, sorted(assigned))))
