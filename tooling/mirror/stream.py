@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.batch import RecordFuture
 from client.consumer import Consumer
 from client.errors import CommitFailedError
 from client.message_sets import FetchedSet
@@ -37,6 +35,7 @@ from client.security import SecurityOptions
 from client.subscription import ConsumerRebalanceListener
 from protocol.compression import Codec
 from protocol.errors import OdradekError
+from tooling.mirror.acks import Acknowledgements, RefusedSend
 from tooling.mirror.naming import TopicSelection
 from tooling.mirror.progress import Progress
 
@@ -71,18 +70,6 @@ _PAUSE_BYTES = 16 * 1024 * 1024
 TargetOf = Callable[[str, int], str]
 
 
-class _Pending:
-    """One partition's sends not yet acknowledged, in order, and how far it is acknowledged."""
-
-    __slots__ = ("acknowledged", "committed", "sends")
-
-    def __init__(self) -> None:
-        # (first offset, next offset, the futures of the messages between)
-        self.sends: deque[tuple[int, int, Sequence[RecordFuture]]] = deque()
-        self.acknowledged: int | None = None  # the offset after the last acknowledged message
-        self.committed: int | None = None
-
-
 class MirrorStream:
     def __init__(self, config: StreamConfig, selection: TopicSelection, target_of: TargetOf,
                  progress: Progress, *, name: str = "stream-0") -> None:
@@ -90,7 +77,7 @@ class MirrorStream:
         self._target_of = target_of
         self._progress = progress
         self._name = name
-        self._pending: dict[TopicPartition, _Pending] = {}
+        self._acks = Acknowledgements()
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
         passthrough = config.recompress is None
@@ -132,8 +119,8 @@ class MirrorStream:
         """One round: settle acknowledgements, commit when due, fetch and send."""
         self._settle()
         if time.monotonic() >= self._next_commit:
-            self._commit(self._pending)
-        wait = 10 if any(p.sends for p in self._pending.values()) else 200
+            self._commit()
+        wait = 10 if self._acks.waiting else 200
         # while the target is behind, polls only keep the group's membership (heartbeats):
         # the sets wait in the consumer, one fetched chunk per partition at most
         limit = None if self.producer.buffered_bytes < self._pause_bytes else 0
@@ -148,8 +135,7 @@ class MirrorStream:
     def _send_set(self, s: FetchedSet) -> None:
         target = self._target_of(s.topic, s.partition)
         future = self.producer.send_set(target, s.partition, s.data)
-        self._pending_for(TopicPartition(s.topic, s.partition)).sends.append(
-            (s.offset, s.next_offset, (future,)))
+        self._acks.sent(TopicPartition(s.topic, s.partition), s.offset, s.next_offset, (future,))
         self._progress.sent(s.topic, s.next_offset - s.offset, len(s.data))
 
     def _send_records(self, records: list[ConsumerRecord]) -> None:
@@ -161,44 +147,25 @@ class MirrorStream:
         for tp, run in runs.items():
             target = self._target_of(tp.topic, tp.partition)
             futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
-            self._pending_for(tp).sends.append((run[0].offset, run[-1].offset + 1, futures))
+            self._acks.sent(tp, run[0].offset, run[-1].offset + 1, futures)
             size = sum(len(r.value or b"") + len(r.key or b"") for r in run)
             self._progress.sent(tp.topic, len(run), size)
 
-    def _pending_for(self, tp: TopicPartition) -> _Pending:
-        pending = self._pending.get(tp)
-        if pending is None:
-            pending = self._pending[tp] = _Pending()
-        return pending
-
     def _settle(self) -> None:
-        """Move each partition's acknowledged offset past its sends that are done, in order;
-        the first refused one ends the stream (those before it are still committed)."""
-        acknowledged = 0
-        for tp, pending in self._pending.items():
-            sends = pending.sends
-            while sends and sends[0][2][-1].done():  # a partition's sends settle in order
-                first, next_offset, futures = sends[0]
-                failed = next((f for f in futures if f.failed()), None)
-                if failed is not None:
-                    self._progress.add(acknowledged=acknowledged)
-                    raise MirrorError(
-                        f"the target refused a message of {tp} (target topic "
-                        f"{self._target_of(tp.topic, tp.partition)!r}): {failed.exception()}; "
-                        f"the offsets before it are committed"
-                    ) from failed.exception()
-                sends.popleft()
-                acknowledged += next_offset - first
-                pending.acknowledged = next_offset
-        self._progress.add(acknowledged=acknowledged)
+        """Count what the target acknowledged; the first refused send ends the stream."""
+        try:
+            self._progress.add(acknowledged=self._acks.settle())
+        except RefusedSend as exc:
+            target = self._target_of(exc.tp.topic, exc.tp.partition)
+            raise MirrorError(
+                f"the target refused a message of {exc.tp} (target topic {target!r}): "
+                f"{exc.error}; the offsets before it are committed"
+            ) from exc.error
 
-    def _commit(self, partitions: dict[TopicPartition, _Pending]) -> None:
+    def _commit(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         """Commit the acknowledged offsets that moved since the last commit."""
         self._next_commit = time.monotonic() + self._config.commit_interval
-        offsets = {
-            tp: p.acknowledged for tp, p in partitions.items()
-            if p.acknowledged is not None and p.acknowledged != p.committed
-        }
+        offsets = self._acks.to_commit(partitions)
         if not offsets:
             return
         try:
@@ -208,16 +175,14 @@ class MirrorStream:
             # the last commit, so what was sent since is sent again (counted as duplicates)
             log.warning("mirror_commit_failed stream=%s error=%s", self._name, exc)
             return
-        for tp, offset in offsets.items():
-            partitions[tp].committed = offset
+        self._acks.committed(offsets)
         self._progress.add(commits=1)
 
     def _lags(self) -> dict[TopicPartition, int]:
         out = {}
         for tp in self.consumer.assignment():
             high = self.consumer.highwater(tp)
-            pending = self._pending.get(tp)
-            done = pending.acknowledged if pending is not None else None
+            done = self._acks.acknowledged(tp)
             if high is not None and done is not None:
                 out[tp] = max(high - done, 0)
         return out
@@ -229,10 +194,8 @@ class MirrorStream:
         it, and forget them -- their next owner starts where this one's acknowledgements end."""
         self.producer.flush()
         self._settle()
-        leaving = {tp: self._pending[tp] for tp in revoked if tp in self._pending}
-        self._commit(leaving)
-        for tp in leaving:
-            del self._pending[tp]
+        self._commit(revoked)
+        self._acks.forget(revoked)
         self._progress.set_lag({}, revoked)
 
     def close(self) -> None:
@@ -245,7 +208,7 @@ class MirrorStream:
         except (MirrorError, OdradekError) as exc:
             error = exc
         try:
-            self._commit(self._pending)
+            self._commit()
         finally:
             self.consumer.close()
             self.producer.close(0)
