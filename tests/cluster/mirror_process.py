@@ -33,7 +33,7 @@ class MirrorProcess:
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         threading.Thread(target=self._read, args=(self._proc,), daemon=True).start()
-        self.wait_for(r"^mirror: \d+ topics from ")
+        self.wait_for(r"^mirror: \d+ topics? from ")
         return self
 
     def _read(self, proc: subprocess.Popen[str]) -> None:

@@ -71,7 +71,8 @@ class Mirror:
         try:
             with self._lock:
                 topics = self._sync.sync()
-            self._note(f"mirror: {len(topics)} topics from {self.options.stream.source} to "
+            count = f"{len(topics)} topic" + ("" if len(topics) == 1 else "s")
+            self._note(f"mirror: {count} from {self.options.stream.source} to "
                        f"{self.options.stream.target}: " + ", ".join(
                            f"{t.source} -> {t.target} ({t.partitions})"
                            for t in topics.values()))
