@@ -1,4 +1,5 @@
-"""The aims of issue #15 and whether a run reached them: the table at the top of the report.
+"""The aims of issue #15 (and of ``odradek mirror``) and whether a run reached them: the table
+at the top of the report.
 
 Each aim names the figures it reads from the run's own measurements (``Figure``: the area, the
 measurement and the parameters its line must have; with ``peer``, the figure is odradek's value
@@ -95,6 +96,13 @@ def _append(label: str, value_bytes: int) -> Figure:
                   beside=(("raw write alone", "log.append.ratio"),))
 
 
+def _mirror(label: str, codec: str, value_bytes: int, name: str) -> Figure:
+    """A ratio on the pass-through mirror's line, its msgs/s beside it."""
+    return Figure(label, "mirror", f"mirror.{name}",
+                  {"mode": "passthrough", "codec": codec, "value_bytes": value_bytes},
+                  beside=(("msgs/s", "mirror.msgs_per_s"),))
+
+
 AIMS = (
     Aim("producer `send()`, acks=1, lz4 and none", "534-568k msgs/s; 1.4-2.6x Redis with hiredis",
         ">= 7x Redis Streams with hiredis in the same run", True, 7.0,
@@ -128,6 +136,16 @@ AIMS = (
     Aim("1,000,000 offset records loaded (Catch-up)", "not measured", "<= 5 s", False, 5_000,
         (Figure("", "group_failover", "offsets_catch_up.catch_up_time_ms", {},
                 size=Size("records", 1_000_000, "records")),)),
+    # seed 001: no "decompression/recompression in mirror maker"; a mirror is one fetch and
+    # one produce of the same bytes, so it should keep up with the slower of the two clients
+    Aim("mirror pass-through, 100 B and 1 KiB, lz4 and none", "not measured",
+        ">= 0.7 of the slower of Consumer.poll and Producer.send on the same bytes", True, 0.7,
+        tuple(_mirror(f"{label} {codec}", codec, size, "ratio_to_slower_client")
+              for label, size in (("100 B", 100), ("1 KiB", 1024)) for codec in ("lz4", "none"))),
+    Aim("mirror pass-through against --recompress, lz4", "not measured",
+        ">= 3x the recompressing mirror", True, 3.0,
+        (_mirror("100 B", "lz4", 100, "ratio_to_recompress"),
+         _mirror("1 KiB", "lz4", 1024, "ratio_to_recompress"))),
 )
 
 

@@ -113,10 +113,11 @@ def render(record: RunRecord, plots: Sequence[tuple[str, str]], plot_note: str =
         "",
         "## Aims",
         "",
-        "The aims of issue #15, read from this run's own lines (benchmarks/aims.py): an aim is "
-        "reached when every figure it names is on its side of the threshold; a ratio is to the "
-        "peer measured in the same run; a figure from a smaller size than the aim's (a quick "
-        "run) says which size it is from.",
+        "The aims of issue #15 and of the mirror, read from this run's own lines "
+        "(benchmarks/aims.py): an aim is reached when every figure it names is on its side of "
+        "the threshold; a ratio is to the peer (for the mirror: to odradek's own clients) "
+        "measured in the same run; a figure from a smaller size than the aim's (a quick run) "
+        "says which size it is from.",
         "",
         *aims.table(aims.evaluate(record.measurements)),
         "",
