@@ -218,10 +218,7 @@ class Producer:
                 partition = self._partitioner(topic, key, known.partitions)
             found = known.tps.get(partition)
             if found is None:
-                raise UnknownTopicOrPartitionError(
-                    f"{topic}-{partition}: topic {topic!r} has partitions "
-                    f"0..{len(known.tps) - 1}"
-                )
+                found = self._wait_for_partition(topic, partition)
             batch = accumulator.append(found, key, value, timestamp, size, now)
         index = len(batch.records) - 1
         # Time to send and read: every millisecond, and when a new batch is due at once -- it
@@ -316,9 +313,7 @@ class Producer:
             known = self._learn_topic(topic)
         tp = known.tps.get(partition)
         if tp is None:
-            raise UnknownTopicOrPartitionError(
-                f"{topic}-{partition}: topic {topic!r} has partitions 0..{len(known.tps) - 1}"
-            )
+            tp = self._wait_for_partition(topic, partition)
         if len(data) > self._max_request_bytes:
             raise MessageTooLargeError(
                 f"message set of {len(data)} bytes for {tp} exceeds "
@@ -421,6 +416,26 @@ class Producer:
         )
         self._topics[topic] = known
         return known
+
+    def _wait_for_partition(self, topic: str, partition: int) -> TopicPartition:
+        """A partition the producer's metadata does not show: asked for again until it
+        appears, for up to ``max_block_ms`` (as Kafka's producer waits) -- a topic that just
+        grew has partitions its producers learn of only from fresh metadata."""
+        deadline = self._clock() + self._max_block
+        while True:
+            self._metadata.request_update([topic])
+            updates = self._metadata.updates
+            while self._metadata.updates == updates and self._clock() < deadline:
+                self._run_once(min(self._backoff, max(deadline - self._clock(), 0.0)))
+            known = self._learn_topic(topic)
+            found = known.tps.get(partition)
+            if found is not None:
+                return found
+            if self._clock() >= deadline:
+                raise UnknownTopicOrPartitionError(
+                    f"{topic}-{partition}: topic {topic!r} has partitions "
+                    f"0..{len(known.tps) - 1}"
+                )
 
     def _wait_for_room(self, size: int) -> None:
         deadline = self._clock() + self._max_block

@@ -205,8 +205,10 @@ def test_a_user_partitioner_decides(fake: FakeBroker) -> None:
     assert seen == [("three", b"k")]
 
 
-def test_an_explicit_partition_must_exist(fake: FakeBroker) -> None:
-    with Producer(fake.bootstrap) as producer:
+def test_an_explicit_partition_must_exist_within_max_block(fake: FakeBroker) -> None:
+    # metadata is asked again for a partition it does not show (the topic may have just
+    # grown): one that never appears raises at max_block_ms, naming the partition
+    with Producer(fake.bootstrap, max_block_ms=300, retry_backoff_ms=20) as producer:
         with pytest.raises(UnknownTopicOrPartitionError, match="three-7"):
             producer.send("three", b"v", partition=7)
         assert producer.send("three", b"v", partition=1).result(timeout=5).partition == 1

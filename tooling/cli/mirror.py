@@ -121,6 +121,7 @@ def cmd_mirror(args: argparse.Namespace, output: Output) -> int:
             target_properties=dict(args.target_properties),
             acks=args.acks, recompress=args.recompress,
             commit_interval=args.commit_interval_ms / 1000, from_latest=args.from_latest,
+            metadata_max_age_ms=args.sync_interval_ms,
         ),
         selection=selection, renaming=renaming, num_streams=args.num_streams,
         progress_interval=args.progress_interval_s,

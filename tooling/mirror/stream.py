@@ -7,21 +7,25 @@ Pass-through (the default): ``Consumer.poll_sets`` hands out stored message sets
 produced again with that codec, as Kafka's MirrorMaker does.
 
 Nothing acknowledged is lost: a source offset is committed only once the target acknowledged
-every message before it. Per partition the sends wait in order (one future a set); the
-*acknowledged* offset moves past the ones done. Commits go every ``commit_interval``, when
+every message before it. Each partition has one set (or run of records) at the target at a
+time -- the producer would send only one request per partition anyway -- and the rest wait in
+the stream, so the *acknowledged* offset moves in order, and a send the target refuses is the
+last of its partition to land. Commits go every ``commit_interval``, when
 partitions are revoked (after waiting for the producer: the next owner starts from there) and
 at the end. A mirror killed at any point restarts from its last commit, so the target holds
 every message the source acknowledged, and at most the uncommitted window twice.
 
 A send the target refuses for good (its producer gave up: ``delivery_timeout_ms``, or an error
 that retrying cannot fix) ends the stream with ``MirrorError``: the offsets before it are
-committed, it and what follows are not, so a restart tries them again.
+committed, it and what follows are neither committed nor sent, so a restart tries them again
+in order.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +64,8 @@ class StreamConfig:
     recompress: Codec | None = None
     commit_interval: float = 5.0
     from_latest: bool = False  # where nothing is committed (default: the earliest offset)
+    #: how often the source's metadata is refreshed: a --topics pattern sees new topics then
+    metadata_max_age_ms: int = 30_000
     client_id: str = "odradek-mirror"
 
 
@@ -78,31 +84,36 @@ class MirrorStream:
         self._progress = progress
         self._name = name
         self._acks = Acknowledgements()
+        # per partition, what was taken from the source and not yet sent, with its size
+        self._held: dict[TopicPartition, deque[tuple[FetchedSet | list[ConsumerRecord], int]]] = {}
+        self._held_bytes = 0
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
-        passthrough = config.recompress is None
-        self.consumer = Consumer(
-            config.source, group_id=config.group, client_id=f"{config.client_id}-{name}",
-            enable_auto_commit=False, message_sets=passthrough,
-            auto_offset_reset="latest" if config.from_latest else "earliest",
-            **{**config.source_properties, **config.source_security},
-        )
-        self.producer = Producer(
-            config.target, client_id=f"{config.client_id}-{name}", acks=config.acks,
-            compression=config.recompress or Codec.NONE,
-            # a set is one fetched chunk: as large as the consumer fetches
-            max_request_bytes=max(self.consumer_fetch_bytes(config), 1024 * 1024) + 1024,
-            **{**config.target_properties, **config.target_security},
-        )
+        consumer_settings: dict[str, Any] = {
+            "client_id": f"{config.client_id}-{name}",
+            "auto_offset_reset": "latest" if config.from_latest else "earliest",
+            "metadata_max_age_ms": config.metadata_max_age_ms,
+            **config.source_properties,
+            **config.source_security,
+            # what the mirror's correctness rests on: not for properties to change
+            "group_id": config.group, "enable_auto_commit": False,
+            "message_sets": config.recompress is None,
+        }
+        self.consumer = Consumer(config.source, **consumer_settings)
+        largest_set = consumer_settings.get("max_partition_fetch_bytes", 16 * 1024 * 1024)
+        self.producer = Producer(config.target, **{
+            "client_id": f"{config.client_id}-{name}",
+            # a set is one fetched chunk, at most as large as the consumer fetches
+            "max_request_bytes": max(largest_set, 1024 * 1024) + 1024,
+            **config.target_properties,
+            **config.target_security,
+            "acks": config.acks, "compression": config.recompress or Codec.NONE,
+        })
         listener = _Listener(self)
         if selection.pattern is not None:
             self.consumer.subscribe(pattern=selection.pattern, listener=listener)
         else:
             self.consumer.subscribe(sorted(selection.names), listener=listener)
-
-    @staticmethod
-    def consumer_fetch_bytes(config: StreamConfig) -> int:
-        return int(config.source_properties.get("max_partition_fetch_bytes", 16 * 1024 * 1024))
 
     # ------------------------------------------------------------------------------ loop
 
@@ -116,40 +127,67 @@ class MirrorStream:
             self.close()
 
     def turn(self) -> None:
-        """One round: settle acknowledgements, commit when due, fetch and send."""
+        """One round: settle acknowledgements, commit when due, fetch, send."""
         self._settle()
         if time.monotonic() >= self._next_commit:
             self._commit()
-        wait = 10 if self._acks.waiting else 200
+        self._send_held()
         # while the target is behind, polls only keep the group's membership (heartbeats):
         # the sets wait in the consumer, one fetched chunk per partition at most
-        limit = None if self.producer.buffered_bytes < self._pause_bytes else 0
+        behind = self.producer.buffered_bytes + self._held_bytes >= self._pause_bytes
+        limit = 0 if behind else None
+        waiting = self._acks.waiting
         if self._config.recompress is None:
-            for s in self.consumer.poll_sets(timeout_ms=wait, max_sets=limit):
-                self._send_set(s)
+            units: list[Any] = self.consumer.poll_sets(
+                timeout_ms=0 if waiting else 200, max_sets=limit)
+            for s in units:
+                self._hold(TopicPartition(s.topic, s.partition), s, len(s.data))
         else:
-            self._send_records(self.consumer.poll(timeout_ms=wait, max_records=limit))
-        self.producer.poll(0)
+            runs: dict[TopicPartition, list[ConsumerRecord]] = {}
+            for r in self.consumer.poll(timeout_ms=0 if waiting else 200, max_records=limit):
+                runs.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+            for tp, run in runs.items():
+                self._hold(tp, run, sum(len(r.value or b"") + len(r.key or b"") for r in run))
+        self._send_held()
+        if waiting:  # wait for the target's answers, not for more of the source
+            self.producer.poll(0.01)
         self._progress.set_lag(self._lags(), [])
 
-    def _send_set(self, s: FetchedSet) -> None:
-        target = self._target_of(s.topic, s.partition)
-        future = self.producer.send_set(target, s.partition, s.data)
-        self._acks.sent(TopicPartition(s.topic, s.partition), s.offset, s.next_offset, (future,))
-        self._progress.sent(s.topic, s.next_offset - s.offset, len(s.data))
+    def _hold(self, tp: TopicPartition, unit: FetchedSet | list[ConsumerRecord], size: int
+              ) -> None:
+        held = self._held.get(tp)
+        if held is None:
+            held = self._held[tp] = deque()
+        held.append((unit, size))
+        self._held_bytes += size
 
-    def _send_records(self, records: list[ConsumerRecord]) -> None:
-        """Decoded messages produced again (``recompress``), a partition's run at a time."""
-        runs: dict[TopicPartition, list[ConsumerRecord]] = {}
-        for r in records:
-            runs.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+    def _send_held(self) -> None:
+        """The next held set (or run of records) of each partition whose sends are all
+        acknowledged: one at a time per partition, so that a send the target refuses is the
+        partition's last -- nothing after it lands before it."""
+        for tp, held in self._held.items():
+            if held and not self._acks.busy(tp):
+                unit, size = held.popleft()
+                self._held_bytes -= size
+                if isinstance(unit, FetchedSet):
+                    self._send_set(tp, unit)
+                else:
+                    self._send_records(tp, unit)
+
+    def _send_set(self, tp: TopicPartition, s: FetchedSet) -> None:
+        future = self.producer.send_set(self._target_of(tp.topic, tp.partition), tp.partition,
+                                        s.data)
+        self._acks.sent(tp, s.offset, s.next_offset, (future,))
+        self._progress.sent(tp.topic, s.next_offset - s.offset, len(s.data))
+
+    def _send_records(self, tp: TopicPartition, run: list[ConsumerRecord]) -> None:
+        """Decoded messages produced again (``recompress``)."""
+        target = self._target_of(tp.topic, tp.partition)
         send = self.producer.send
-        for tp, run in runs.items():
-            target = self._target_of(tp.topic, tp.partition)
-            futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
-            self._acks.sent(tp, run[0].offset, run[-1].offset + 1, futures)
-            size = sum(len(r.value or b"") + len(r.key or b"") for r in run)
-            self._progress.sent(tp.topic, len(run), size)
+        futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
+        self._acks.sent(tp, run[0].offset, run[-1].offset + 1, futures)
+        self._progress.sent(tp.topic, len(run),
+                            sum(len(r.value or b"") + len(r.key or b"") for r in run))
 
     def _settle(self) -> None:
         """Count what the target acknowledged; the first refused send ends the stream."""
@@ -196,6 +234,8 @@ class MirrorStream:
         self._settle()
         self._commit(revoked)
         self._acks.forget(revoked)
+        for tp in revoked:  # never sent: the next owner reads them again from the commit
+            self._held_bytes -= sum(size for _, size in self._held.pop(tp, ()))
         self._progress.set_lag({}, revoked)
 
     def close(self) -> None:
