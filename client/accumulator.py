@@ -193,6 +193,16 @@ class RecordAccumulator:
         self._queued -= len(out)
         return out
 
+    def take_queue(self, tp: TopicPartition) -> list[ProducerBatch]:
+        """Remove and return every batch queued for ``tp``."""
+        queue = self._queues.pop(tp, None)
+        if not queue:
+            return []
+        self._queued -= len(queue)
+        for batch in queue:
+            batch.open = False
+        return list(queue)
+
     def queued_batches(self) -> int:
         return self._queued
 

@@ -27,6 +27,13 @@ class ClientTimeoutError(ClientError):
     retriable = True
 
 
+class PrecedingSetFailedError(ClientError):
+    """Not sent: a stored message set queued before it in the same partition failed for good
+    (``Producer.send_set``). A log with a set missing and later ones present would read as if
+    the missing one never existed, so the sends after it fail with it; ``__cause__`` is that
+    set's error."""
+
+
 class BrokerConnectionError(ClientError):
     """A connection to a broker could not be made or was lost; requests on it did not complete."""
 

@@ -80,7 +80,7 @@ def cut_from(data: bytes, position: int, *, aligned: bool, verify_crc: bool) -> 
         start = end
     body = data[start : scan.end] if start or scan.end != len(data) else data
     out = head + body if head else body
-    if any(a & TIMESTAMP_TYPE_BIT for a in scan.attributes[first:]):
+    if any(map(TIMESTAMP_TYPE_BIT.__and__, scan.attributes[first:])):  # C-level, per entry
         out = _as_create_time(out)
     return SetCut(out, offsets[-1] + 1, scan.end, damage)
 

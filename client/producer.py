@@ -41,7 +41,13 @@ from typing import Any, TypeGuard, Unpack
 from client.accumulator import RecordAccumulator
 from client.batch import ProducerBatch, RecordFuture, RecordFutures
 from client.durations import seconds_text
-from client.errors import ClientTimeoutError, ConfigError, IllegalStateError, partition_error
+from client.errors import (
+    ClientTimeoutError,
+    ConfigError,
+    IllegalStateError,
+    PrecedingSetFailedError,
+    partition_error,
+)
 from client.future import Future
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
 from client.network import NetworkClient
@@ -303,7 +309,9 @@ class Producer:
         out -- for one partition, to be appended as it is: compressed wrappers are not opened
         and the producer's ``compression`` does not apply (a mirror's pass-through). The
         broker checks it and assigns its offsets; the future resolves to the offset of its
-        first message. The set keeps its place among the partition's other sends."""
+        first message. The set keeps its place among the partition's other sends; if it fails
+        for good, those queued after it fail too (``PrecedingSetFailedError``), so the target
+        log never holds later sets without it."""
         if type(data) is not bytes:
             data = _as_bytes(data, "data")
         if not data:
@@ -596,6 +604,16 @@ class Producer:
         self._accumulator.release(batches)
         for batch in batches:
             batch.fail(error)
+        if batches and batches[-1].whole:
+            # a stored set is log data: what was queued after it in its partition fails with
+            # it, so nothing lands beyond the gap it leaves (they are at the head now)
+            tp = batches[-1].tp
+            later = self._accumulator.take_queue(tp)
+            if later:
+                cause = PrecedingSetFailedError(f"{tp}: a message set sent before it failed: "
+                                                f"{error}")
+                cause.__cause__ = error
+                self._settle_failed(later, cause)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,11 @@ import zlib
 
 import pytest
 
-from client import Consumer, FetchedSet, IllegalStateError, Producer, TopicPartition
+from client import Admin, Consumer, FetchedSet, IllegalStateError, Producer, TopicPartition
+from client.errors import PrecedingSetFailedError
 from client.message_sets import cut_from
 from protocol.compression import Codec
-from protocol.errors import CorruptMessageError
+from protocol.errors import CorruptMessageError, MessageTooLargeError
 from protocol.messageset import (
     TimestampType,
     decode_messages,
@@ -167,3 +168,23 @@ def test_a_seek_into_a_wrapper_hands_out_the_messages_from_there(broker) -> None
     messages = [m for s in sets for m in decode_messages(s.data)[0]]
     assert [m.offset for m in messages] == list(range(17, 50))
     assert sets[0].offset == 17
+
+
+@pytest.mark.integration
+def test_sets_queued_after_a_refused_set_fail_with_it(broker) -> None:
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("small", 1, configs={"max_message_bytes": "1000"})
+    fits, too_large = stored(Codec.NONE, 0), encode_message_set([(None, b"x" * 2000, 1)])
+    with Producer(broker.bootstrap, acks="all") as producer:
+        futures = [producer.send_set("small", 0, data) for data in (fits, too_large, fits)]
+        producer.flush()
+    assert futures[0].result().offset == 0
+    with pytest.raises(MessageTooLargeError):
+        futures[1].result()
+    with pytest.raises(PrecedingSetFailedError, match="small-0") as raised:
+        futures[2].result()
+    assert isinstance(raised.value.__cause__, MessageTooLargeError)
+    with Consumer(broker.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition("small", 0)])
+        assert consumer.end_offsets([TopicPartition("small", 0)]) == {
+            TopicPartition("small", 0): 5}  # the first set only: nothing after the gap

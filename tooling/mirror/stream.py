@@ -7,10 +7,10 @@ Pass-through (the default): ``Consumer.poll_sets`` hands out stored message sets
 produced again with that codec, as Kafka's MirrorMaker does.
 
 Nothing acknowledged is lost: a source offset is committed only once the target acknowledged
-every message before it. Each partition has one set (or run of records) at the target at a
-time -- the producer would send only one request per partition anyway -- and the rest wait in
-the stream, so the *acknowledged* offset moves in order, and a send the target refuses is the
-last of its partition to land. Commits go every ``commit_interval``, when
+every message before it. Per partition the sends settle in order (the producer sends one
+request per partition at a time), so the *acknowledged* offset moves past the ones done; a set
+the target refuses fails the sets queued after it (``Producer.send_set``), so it is the last of
+its partition to land. Commits go every ``commit_interval``, when
 partitions are revoked (after waiting for the producer: the next owner starts from there) and
 at the end. A mirror killed at any point restarts from its last commit, so the target holds
 every message the source acknowledged, and at most the uncommitted window twice.
@@ -18,14 +18,14 @@ every message the source acknowledged, and at most the uncommitted window twice.
 A send the target refuses for good (its producer gave up: ``delivery_timeout_ms``, or an error
 that retrying cannot fix) ends the stream with ``MirrorError``: the offsets before it are
 committed, it and what follows are neither committed nor sent, so a restart tries them again
-in order.
+in order. (Recompressed records have no such guard: after a refused batch, later batches of its
+partition may land before the mirror stops -- duplicates on restart, never a loss.)
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,9 +84,6 @@ class MirrorStream:
         self._progress = progress
         self._name = name
         self._acks = Acknowledgements()
-        # per partition, what was taken from the source and not yet sent, with its size
-        self._held: dict[TopicPartition, deque[tuple[FetchedSet | list[ConsumerRecord], int]]] = {}
-        self._held_bytes = 0
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
         consumer_settings: dict[str, Any] = {
@@ -127,67 +124,42 @@ class MirrorStream:
             self.close()
 
     def turn(self) -> None:
-        """One round: settle acknowledgements, commit when due, fetch, send."""
+        """One round: settle acknowledgements, commit when due, fetch and send."""
         self._settle()
         if time.monotonic() >= self._next_commit:
             self._commit()
-        self._send_held()
+        waiting = self._acks.waiting
+        wait = 10 if waiting else 200
         # while the target is behind, polls only keep the group's membership (heartbeats):
         # the sets wait in the consumer, one fetched chunk per partition at most
-        behind = self.producer.buffered_bytes + self._held_bytes >= self._pause_bytes
-        limit = 0 if behind else None
-        waiting = self._acks.waiting
+        limit = None if self.producer.buffered_bytes < self._pause_bytes else 0
         if self._config.recompress is None:
-            units: list[Any] = self.consumer.poll_sets(
-                timeout_ms=0 if waiting else 200, max_sets=limit)
-            for s in units:
-                self._hold(TopicPartition(s.topic, s.partition), s, len(s.data))
+            for s in self.consumer.poll_sets(timeout_ms=wait, max_sets=limit):
+                self._send_set(s)
         else:
-            runs: dict[TopicPartition, list[ConsumerRecord]] = {}
-            for r in self.consumer.poll(timeout_ms=0 if waiting else 200, max_records=limit):
-                runs.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
-            for tp, run in runs.items():
-                self._hold(tp, run, sum(len(r.value or b"") + len(r.key or b"") for r in run))
-        self._send_held()
-        if waiting:  # wait for the target's answers, not for more of the source
-            self.producer.poll(0.01)
+            self._send_records(self.consumer.poll(timeout_ms=wait, max_records=limit))
+        self.producer.poll(0)
         self._progress.set_lag(self._lags(), [])
 
-    def _hold(self, tp: TopicPartition, unit: FetchedSet | list[ConsumerRecord], size: int
-              ) -> None:
-        held = self._held.get(tp)
-        if held is None:
-            held = self._held[tp] = deque()
-        held.append((unit, size))
-        self._held_bytes += size
-
-    def _send_held(self) -> None:
-        """The next held set (or run of records) of each partition whose sends are all
-        acknowledged: one at a time per partition, so that a send the target refuses is the
-        partition's last -- nothing after it lands before it."""
-        for tp, held in self._held.items():
-            if held and not self._acks.busy(tp):
-                unit, size = held.popleft()
-                self._held_bytes -= size
-                if isinstance(unit, FetchedSet):
-                    self._send_set(tp, unit)
-                else:
-                    self._send_records(tp, unit)
-
-    def _send_set(self, tp: TopicPartition, s: FetchedSet) -> None:
-        future = self.producer.send_set(self._target_of(tp.topic, tp.partition), tp.partition,
+    def _send_set(self, s: FetchedSet) -> None:
+        tp = TopicPartition(s.topic, s.partition)
+        future = self.producer.send_set(self._target_of(s.topic, s.partition), s.partition,
                                         s.data)
         self._acks.sent(tp, s.offset, s.next_offset, (future,))
-        self._progress.sent(tp.topic, s.next_offset - s.offset, len(s.data))
+        self._progress.sent(s.topic, s.next_offset - s.offset, len(s.data))
 
-    def _send_records(self, tp: TopicPartition, run: list[ConsumerRecord]) -> None:
-        """Decoded messages produced again (``recompress``)."""
-        target = self._target_of(tp.topic, tp.partition)
+    def _send_records(self, records: list[ConsumerRecord]) -> None:
+        """Decoded messages produced again (``recompress``), a partition's run at a time."""
+        runs: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for r in records:
+            runs.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
         send = self.producer.send
-        futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
-        self._acks.sent(tp, run[0].offset, run[-1].offset + 1, futures)
-        self._progress.sent(tp.topic, len(run),
-                            sum(len(r.value or b"") + len(r.key or b"") for r in run))
+        for tp, run in runs.items():
+            target = self._target_of(tp.topic, tp.partition)
+            futures = [send(target, r.value, r.key, r.partition, r.timestamp) for r in run]
+            self._acks.sent(tp, run[0].offset, run[-1].offset + 1, futures)
+            self._progress.sent(tp.topic, len(run),
+                                sum(len(r.value or b"") + len(r.key or b"") for r in run))
 
     def _settle(self) -> None:
         """Count what the target acknowledged; the first refused send ends the stream."""
@@ -234,8 +206,6 @@ class MirrorStream:
         self._settle()
         self._commit(revoked)
         self._acks.forget(revoked)
-        for tp in revoked:  # never sent: the next owner reads them again from the commit
-            self._held_bytes -= sum(size for _, size in self._held.pop(tp, ()))
         self._progress.set_lag({}, revoked)
 
     def close(self) -> None:
