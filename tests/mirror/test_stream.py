@@ -157,3 +157,26 @@ def test_a_refused_message_stops_the_mirror_with_the_offsets_before_it_committed
     # again (with the target's limit raised) copies both
     assert committed == 5
     assert [r.value for r in read_all(target.bootstrap, "blobs", 1, 5)] == [b"x" * 100] * 5
+
+
+def test_streams_of_one_process_share_the_partitions(make_broker) -> None:
+    source, target = make_broker("source"), make_broker("target")
+    with Admin(source.bootstrap) as admin:
+        admin.create_topic("wide", 6)
+    with Producer(source.bootstrap) as producer:
+        for i in range(1_200):
+            producer.send("wide", b"%d" % i, key=b"%d" % i)
+    opts = MirrorOptions(selection=TopicSelection(names=frozenset({"wide"})), num_streams=2,
+                         **options(source.bootstrap, target.bootstrap, "two"))
+    with running(opts) as (_, errors), GroupAdmin(source.bootstrap) as admin:
+        def two_owners() -> bool:
+            if "two" not in {g.group_id for g in admin.list_groups()}:
+                return False  # not joined yet
+            group = admin.describe_group("two")
+            owned = [len(m.assignment) for m in group.members]
+            return group.state == "Steady" and len(owned) == 2 and min(owned) > 0
+
+        until(two_owners, 30, "both streams owning partitions")
+        copied = read_all(target.bootstrap, "wide", 6, 1_200)
+    assert not errors
+    assert sorted(int(r.value) for r in copied) == list(range(1_200))

@@ -91,8 +91,10 @@ class Mirror:
     def _start(self, index: int) -> threading.Thread:
         stream = MirrorStream(self.options.stream, self.options.selection, self.target_of,
                               self.progress, name=f"stream-{index}")
+        # a daemon: a second Ctrl-C or SIGTERM ends the process even while a stream still
+        # waits for a target that does not answer
         thread = threading.Thread(target=self._run_stream, args=(stream,),
-                                  name=f"mirror-stream-{index}")
+                                  name=f"mirror-stream-{index}", daemon=True)
         thread.start()
         return thread
 
