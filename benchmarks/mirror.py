@@ -11,7 +11,7 @@ filled with N messages; then, each on topics of its own, one JSON line per case:
   ``recompress`` (decoded and produced again with the source's codec): one stream in a fresh
   group, in this process, mirroring the source topic from its start to a new target topic. It
   is timed from its first sets sent until the target acknowledged all N messages, over the
-  messages sent after those first sets (``copied``): its set-up is left out, as the clients'
+  messages sent after those first sets: its set-up is left out, as the clients'
   measurements start with their connections and metadata ready. ``join_time_ms`` is the
   group's join (start to assignment), ``start_time_ms`` the assignment to the first sets sent
   (offsets, the first fetch, the target's metadata). A run so small that the first sets hold
@@ -229,8 +229,7 @@ class Best:
                                 "mb_per_s": round(self.msgs_per_s * value_bytes / 1e6, 1)}
         if self.timing is not None:
             line.update(join_time_ms=round(self.timing.join_s * 1000, 1),
-                        start_time_ms=round(self.timing.start_s * 1000, 1),
-                        copied=self.timing.copied)
+                        start_time_ms=round(self.timing.start_s * 1000, 1))
         return line
 
 
