@@ -91,3 +91,15 @@ def test_a_commit_is_not_repeated_and_forgotten_partitions_start_anew() -> None:
     assert acks.to_commit() == {}
     acks.forget([TP])
     assert acks.acknowledged(TP) is None and acks.acknowledged(OTHER) == 7
+
+
+def test_a_partition_is_unanswered_until_its_sends_settle() -> None:
+    acks = Acknowledgements()
+    assert not acks.unanswered(TP)
+    outcome = Outcome()
+    acks.sent(TP, 0, 5, [outcome])
+    assert acks.unanswered(TP) and not acks.unanswered(OTHER)
+    outcome.ack()
+    assert acks.unanswered(TP)  # answered, not settled yet
+    assert acks.settle() == 5
+    assert not acks.unanswered(TP)

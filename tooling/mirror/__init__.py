@@ -7,6 +7,7 @@ cluster". Built only on the clients (it imports neither broker nor coordinator):
 - ``stream``: one consumer in the mirror's group on the source and one producer on the target,
   passing stored message sets through unchanged (or recompressing, ``--recompress``), and
   committing a source offset only once the target acknowledged everything before it;
+- ``waiting``: the sets fetched while their partition's send is unanswered, sent joined;
 - ``progress``: the periodic line and the Prometheus metrics;
 - ``status``: per source partition, the committed offset against both logs' ends.
 """

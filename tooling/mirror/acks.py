@@ -53,6 +53,11 @@ class Acknowledgements:
         """Whether any send is still unanswered."""
         return any(p.sends for p in self._partitions.values())
 
+    def unanswered(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has a send not settled yet."""
+        partition = self._partitions.get(tp)
+        return partition is not None and bool(partition.sends)
+
     def settle(self) -> int:
         """Move each partition's acknowledged offset past its sends that are done, in order
         (a partition's sends settle in order: the producer keeps them so); the offsets newly

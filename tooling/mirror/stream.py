@@ -3,8 +3,10 @@
 Pass-through (the default): ``Consumer.poll_sets`` hands out stored message sets and
 ``Producer.send_set`` appends each, unopened, to the same partition number of the target topic
 -- about one fetch and one produce of the same bytes per message (seed 001: no
-"decompression/recompression in mirror maker"). With ``recompress`` the messages are decoded and
-produced again with that codec, as Kafka's MirrorMaker does.
+"decompression/recompression in mirror maker"). Sets fetched while their partition's last send
+is unanswered wait and go joined as one (``waiting``), so a backlog drains in large requests.
+With ``recompress`` the messages are decoded and produced again with that codec, as Kafka's
+MirrorMaker does.
 
 Nothing acknowledged is lost: a source offset is committed only once the target acknowledged
 every message before it. Per partition the sends settle in order (the producer sends one
@@ -42,6 +44,7 @@ from protocol.errors import OdradekError
 from tooling.mirror.acks import Acknowledgements, RefusedSend
 from tooling.mirror.naming import TopicSelection
 from tooling.mirror.progress import Progress
+from tooling.mirror.waiting import WaitingSets
 
 log = logging.getLogger("odradek.mirror")
 
@@ -71,6 +74,8 @@ class StreamConfig:
 
 #: bytes waiting for the target's acknowledgement above which no more sets are taken
 _PAUSE_BYTES = 16 * 1024 * 1024
+#: sets fetched while their partition's send is unanswered are joined up to this size
+_JOIN_BYTES = 1024 * 1024
 
 #: resolves a source topic (and a partition it must have) to the target topic
 TargetOf = Callable[[str, int], str]
@@ -84,6 +89,7 @@ class MirrorStream:
         self._progress = progress
         self._name = name
         self._acks = Acknowledgements()
+        self._waiting = WaitingSets(_JOIN_BYTES)
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
         consumer_settings: dict[str, Any] = {
@@ -128,18 +134,38 @@ class MirrorStream:
         self._settle()
         if time.monotonic() >= self._next_commit:
             self._commit()
+        self._release()
         waiting = self._acks.waiting
         wait = 10 if waiting else 200
         # while the target is behind, polls only keep the group's membership (heartbeats):
         # the sets wait in the consumer, one fetched chunk per partition at most
-        limit = None if self.producer.buffered_bytes < self._pause_bytes else 0
+        held = self.producer.buffered_bytes + self._waiting.bytes
+        limit = None if held < self._pause_bytes else 0
         if self._config.recompress is None:
             for s in self.consumer.poll_sets(timeout_ms=wait, max_sets=limit):
-                self._send_set(s)
+                self._take_set(s)
         else:
             self._send_records(self.consumer.poll(timeout_ms=wait, max_records=limit))
         self.producer.poll(0)
         self._progress.set_lag(self._lags(), [])
+
+    def _take_set(self, s: FetchedSet) -> None:
+        """Send a fetched set, or hold it while its partition's last send is unanswered."""
+        tp = TopicPartition(s.topic, s.partition)
+        if tp in self._waiting or self._acks.unanswered(tp):
+            self._waiting.add(s)
+        else:
+            self._send_set(s)
+
+    def _release(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Send the held sets, joined, of the partitions whose sends are all answered (or of
+        ``partitions``, answered or not: revoked, or the end)."""
+        for tp in self._waiting if partitions is None else partitions:
+            if partitions is None and self._acks.unanswered(tp):
+                continue
+            for s in self._waiting.take(tp):
+                self._settle()  # a send refused meanwhile: nothing may land after it
+                self._send_set(s)
 
     def _send_set(self, s: FetchedSet) -> None:
         tp = TopicPartition(s.topic, s.partition)
@@ -202,6 +228,7 @@ class MirrorStream:
     def hand_over(self, revoked: list[TopicPartition]) -> None:
         """Partitions are revoked: wait for the target to acknowledge what was sent, commit
         it, and forget them -- their next owner starts where this one's acknowledgements end."""
+        self._release(revoked)
         self.producer.flush()
         self._settle()
         self._commit(revoked)
@@ -213,6 +240,7 @@ class MirrorStream:
         send is raised after the commit of the offsets before it)."""
         error: BaseException | None = None
         try:
+            self._release(list(self._waiting))
             self.producer.flush()
             self._settle()
         except (MirrorError, OdradekError) as exc:
