@@ -74,7 +74,9 @@ class StreamConfig:
 
 #: bytes waiting for the target's acknowledgement above which no more sets are taken
 _PAUSE_BYTES = 16 * 1024 * 1024
-#: sets fetched while their partition's send is unanswered are joined up to this size
+#: sets fetched while their partition's send is unanswered are joined up to one fetch of a
+#: partition (the consumer's ``partition_fetch_bytes``, this by default): never larger than
+#: the set a fetch of a backlog gives anyway
 _JOIN_BYTES = 1024 * 1024
 
 #: resolves a source topic (and a partition it must have) to the target topic
@@ -89,7 +91,6 @@ class MirrorStream:
         self._progress = progress
         self._name = name
         self._acks = Acknowledgements()
-        self._waiting = WaitingSets(_JOIN_BYTES)
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
         consumer_settings: dict[str, Any] = {
@@ -103,6 +104,7 @@ class MirrorStream:
             "message_sets": config.recompress is None,
         }
         self.consumer = Consumer(config.source, **consumer_settings)
+        self._waiting = WaitingSets(consumer_settings.get("partition_fetch_bytes", _JOIN_BYTES))
         largest_set = consumer_settings.get("max_partition_fetch_bytes", 16 * 1024 * 1024)
         self.producer = Producer(config.target, **{
             "client_id": f"{config.client_id}-{name}",
