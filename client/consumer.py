@@ -97,6 +97,7 @@ class Consumer:
         bootstrap: str | Sequence[str] = "127.0.0.1:9092",
         *,
         group_id: str | None = None,
+        group_instance_id: str | None = None,
         client_id: str = "odradek-consumer",
         auto_offset_reset: str | OffsetReset = "latest",
         enable_auto_commit: bool = True,
@@ -132,11 +133,13 @@ class Consumer:
             ("default_api_timeout_ms", default_api_timeout_ms, 0),
             ("auto_commit_interval_ms", auto_commit_interval_ms, 1),
         )
+        if group_instance_id is not None and group_id is None:
+            raise ConfigError("group_instance_id needs a group_id: it names a member of a group")
         config = None if group_id is None else GroupConfig(
             group_id=group_id, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             assignment_strategy=partition_assignment_strategy, retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms)
+            request_timeout_ms=request_timeout_ms, group_instance_id=group_instance_id)
         self._max_poll_records = max_poll_records
         self._backoff = retry_backoff_ms / 1000
         self._api_timeout = default_api_timeout_ms / 1000

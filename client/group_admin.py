@@ -55,6 +55,8 @@ class MemberDescription:
     session_timeout_ms: int
     subscription: tuple[str, ...]
     assignment: tuple[TopicPartition, ...]
+    #: a static member's group_instance_id (KIP-345); None for a dynamic member
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,8 +128,9 @@ class PartitionLag:
 class GroupAdmin(Admin):
     """The group APIs, on top of Admin's connection handling, metadata and lifecycle."""
 
-    #: the DescribeGroups version asked for; 0 after a broker refused 1 (an older broker)
-    _describe_version = 1
+    #: the DescribeGroups version asked for (3: with the state's age and the members'
+    #: instance ids); 0 after a broker refused it (an older broker)
+    _describe_version = 3
 
     # ---------------------------------------------------------------------------- queries
 
@@ -210,6 +213,7 @@ class GroupAdmin(Admin):
                 tuple(m["subscription"]),
                 tuple(TopicPartition(a["topic"], p) for a in m["assignment"]
                       for p in a["partitions"]),
+                m.get("group_instance_id"),
             )
             for m in group["members"]
         )
@@ -256,6 +260,23 @@ class GroupAdmin(Admin):
         ]
 
     # --------------------------------------------------------------------------- changes
+
+    def remove_members(self, group_id: str, instance_ids: Iterable[str]
+                       ) -> dict[str, BrokerError | None]:
+        """Remove static members at once by instance id (Kafka's RemoveMembersFromGroup): the
+        group rebalances without waiting for their sessions to time out. Each instance's
+        result is None or its typed error (``UnknownMemberIdError`` if no member holds it)."""
+        out: dict[str, BrokerError | None] = {}
+        for instance_id in instance_ids:
+            _, answer = self._ask_coordinator(
+                group_id, ApiKey.LEAVE_GROUP,
+                {"group_id": group_id, "member_id": "", "group_instance_id": instance_id},
+                lambda body: body["error_code"], api_version=1,
+            )
+            code = answer["error_code"]
+            out[instance_id] = partition_error(
+                f"group {group_id!r} instance {instance_id!r}", code) if code else None
+        return out
 
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, BrokerError | None]:
         """Delete Empty groups and their offsets; each group's result is None or its typed

@@ -140,6 +140,10 @@ class GroupCommits:
             return
         tp, code = next(iter(sorted(failed.items())))
         cause = partition_error(f"OffsetCommit of {tp}", code)
+        if code is ErrorCode.FENCED_INSTANCE_ID and as_member:
+            self._membership.fenced(cause, "OffsetCommit")
+            result.fail(cause)
+            return
         if code in _REJOIN and as_member:
             self._membership.request_rejoin(code, f"OffsetCommit: {code.name}")
             error = CommitFailedError(

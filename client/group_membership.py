@@ -61,10 +61,15 @@ class GroupConfig:
     assignment_strategy: str = "range"  # partition.assignment.strategy (seed 001)
     retry_backoff_ms: int = 100
     request_timeout_ms: int = 30_000
+    #: KIP-345's static membership (group.instance.id): a restart within the session timeout
+    #: takes this member's place and partitions back with no rebalance
+    group_instance_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ConfigError("group_id must not be empty")
+        if self.group_instance_id is not None and not self.group_instance_id:
+            raise ConfigError("group_instance_id must not be empty (None: a dynamic member)")
         if self.session_timeout_ms < 1:
             raise ConfigError(f"session_timeout_ms={self.session_timeout_ms} must be at least 1")
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
@@ -193,8 +198,11 @@ class GroupMembership:
             return
         node = self._lookup.node
         if self.member_id and node is not None:
+            # a static member's leave keeps its place until its session times out (KIP-345)
             future = self._network.send(
-                node, ApiKey.LEAVE_GROUP, {"group_id": self.group_id, "member_id": self.member_id}
+                node, ApiKey.LEAVE_GROUP,
+                {"group_id": self.group_id, "member_id": self.member_id,
+                 "group_instance_id": self.config.group_instance_id}, api_version=1,
             )
             try:
                 future.result(max(timeout, 0.001))
@@ -222,9 +230,13 @@ class GroupMembership:
             "topics": sorted(topics),
             "member_id": self.member_id,
             "assignment_strategy": config.assignment_strategy,
+            "protocol_type": "",
+            "protocols": [],
+            "group_instance_id": config.group_instance_id,
         }
         timeout = max(config.request_timeout_ms, config.rebalance_timeout) / 1000 + _JOIN_SLACK
-        future = self._network.send(node, ApiKey.JOIN_GROUP, body, timeout=timeout)
+        future = self._network.send(node, ApiKey.JOIN_GROUP, body, timeout=timeout,
+                                    api_version=2)
         self._join = future
         future.add_done_callback(partial(self._on_join, topics))
 
@@ -255,6 +267,9 @@ class GroupMembership:
                 self._rejoin_reason = "subscription changed while joining"
             return
         assert code is not None and error is not None
+        if code is ErrorCode.FENCED_INSTANCE_ID:
+            self.fenced(error, "JoinGroup")
+            return
         event = event_for(code, joining=True) or (
             _E.BACK_OFF if code.retriable else _E.JOIN_REJECTED
         )
@@ -298,6 +313,10 @@ class GroupMembership:
             self.coordinator_lost(f"Heartbeat: {error}")
             return
         assert code is not None
+        if code is ErrorCode.FENCED_INSTANCE_ID:
+            assert error is not None
+            self.fenced(error, "Heartbeat")
+            return
         event = event_for(code, joining=False) or _E.BACK_OFF
         reason = f"Heartbeat: {code.name}"
         if event is _E.HEARTBEAT_OK:
@@ -310,6 +329,17 @@ class GroupMembership:
         else:  # COORDINATOR_LOAD_IN_PROGRESS, or a retriable error of no meaning here
             self._move(_E.BACK_OFF, reason)
             self._next_heartbeat = self._clock() + self._backoff
+
+    def fenced(self, error: BaseException, where: str) -> None:
+        """KIP-345: a newer process took this static member's instance id. Down, for good:
+        the error is raised from the next poll, and the member forgets its id."""
+        self._move(_E.FENCED, f"{where}: FENCED_INSTANCE_ID")
+        self.member_id, self.generation = NO_MEMBER, NO_GENERATION
+        self._subscribed = False
+        self._joined_with = self._assignment = self._rejoin_reason = None
+        self._join = self._heartbeat = None
+        self.revocation_pending = False
+        self._errors.append(error)
 
     def _on_lookup(self, error: BaseException | None) -> None:
         if self.state not in (_S.DISCOVER_COORDINATOR, _S.REDISCOVER_COORDINATOR):

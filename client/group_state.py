@@ -51,6 +51,7 @@ class ConsumerEvent(Enum):
     REJOIN_NEEDED = "rejoin needed"
     COORDINATOR_LOST = "coordinator lost"
     BACK_OFF = "back off"
+    FENCED = "fenced"
     CLOSE = "close"
 
 
@@ -58,6 +59,10 @@ _S = ConsumerState
 _E = ConsumerEvent
 
 _T = Transition[ConsumerState, ConsumerEvent]
+_FENCED = ("JoinGroup, Heartbeat or OffsetCommit: FENCED_INSTANCE_ID (KIP-345: a newer "
+           "process took this static member's group_instance_id)")
+_FENCED_EFFECT = ("stop fetching; raise FencedInstanceIdError to the caller: never two owners "
+                  "of one instance's partitions")
 
 CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTable(
     "consumer", ConsumerState.DOWN, ConsumerState, ConsumerEvent, [
@@ -83,6 +88,7 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
     _T(_S.DISCOVER_COORDINATOR, _E.BACK_OFF, _S.DISCOVER_COORDINATOR,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "retry after the backoff"),
+    _T(_S.DISCOVER_COORDINATOR, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
     _T(_S.DISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN, "close() or unsubscribe()",
                "send LeaveGroup if the member has an id"),
     _T(_S.PART_OF_GROUP, _E.HEARTBEAT_OK, _S.PART_OF_GROUP,
@@ -100,6 +106,7 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
     _T(_S.PART_OF_GROUP, _E.BACK_OFF, _S.PART_OF_GROUP,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "keep fetching; heartbeat again after the backoff"),
+    _T(_S.PART_OF_GROUP, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
     _T(_S.PART_OF_GROUP, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()",
                "commit offsets (auto-commit); revoke the partitions (listener); send LeaveGroup"),
@@ -109,6 +116,7 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
                "no coordinator yet", "keep fetching; back off; ask again"),
     _T(_S.REDISCOVER_COORDINATOR, _E.BACK_OFF, _S.REDISCOVER_COORDINATOR,
                "COORDINATOR_LOAD_IN_PROGRESS", "keep fetching; retry after the backoff"),
+    _T(_S.REDISCOVER_COORDINATOR, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
     _T(_S.REDISCOVER_COORDINATOR, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()",
                "commit offsets (auto-commit) if a coordinator answers in time; leave"),
@@ -128,6 +136,7 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
     _T(_S.STOPPED_CONSUMPTION, _E.BACK_OFF, _S.STOPPED_CONSUMPTION,
                "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
                "send JoinGroup again after the backoff"),
+    _T(_S.STOPPED_CONSUMPTION, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
     _T(_S.STOPPED_CONSUMPTION, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()", "send LeaveGroup"),
 ])

@@ -115,6 +115,7 @@ def describe_body(group_id: str, group: Group | None, code: ErrorCode) -> dict[s
                 "subscription": list(m.subscription),
                 "assignment": assignment_body(m.assignment),
                 "metadata": m.metadata, "assignment_bytes": m.assignment_bytes,
+                "group_instance_id": m.instance_id,
             }
             for _, m in sorted(group.members.items())
         ],

@@ -35,6 +35,8 @@ class JoinRequest:
     protocol_type: str = ""
     #: the protocols the member supports, preferred first, with its metadata for each
     protocols: Protocols = ()
+    #: KIP-345: a static member's name across restarts; None for a dynamic member
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class Member:
     metadata: bytes = b""
     assignment_bytes: bytes = b""
     sync: Hashable | None = None
+    #: KIP-345: a static member's name across restarts; None for a dynamic member
+    instance_id: str | None = None
 
     @classmethod
     def from_join(cls, member_id: str, join: JoinRequest) -> Member:
@@ -85,6 +89,7 @@ class Member:
             member_id, join.client_id, join.client_host, join.session_timeout_ms,
             join.rebalance_timeout_ms, join.subscription, join=join,
             unconfirmed_connection=join.connection, protocols=join.protocols,
+            instance_id=join.instance_id,
         )
 
     @classmethod
@@ -93,14 +98,14 @@ class Member:
             value.member_id, value.client_id, value.client_host, value.session_timeout_ms,
             value.rebalance_timeout_ms, value.subscription, value.assignment,
             protocols=value.protocols, metadata=value.metadata,
-            assignment_bytes=value.assignment_bytes,
+            assignment_bytes=value.assignment_bytes, instance_id=value.instance_id,
         )
 
     def to_value(self, assignment: Assignment, assignment_bytes: bytes = b"") -> MemberValue:
         return MemberValue(
             self.member_id, self.client_id, self.client_host, self.session_timeout_ms,
             self.rebalance_timeout_ms, self.subscription, assignment, self.metadata,
-            assignment_bytes, self.protocols,
+            assignment_bytes, self.protocols, self.instance_id,
         )
 
     def changed_by(self, join: JoinRequest) -> bool:
@@ -161,6 +166,9 @@ class Group:
     round: Round | None = None
     deferred: list[Deferred] = field(default_factory=list)
     offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
+    #: KIP-345: per instance id, the member id a restart of that static member replaced --
+    #: requests still naming it are answered FENCED_INSTANCE_ID (one per instance: bounded)
+    replaced: dict[str, str] = field(default_factory=dict)
 
     @property
     def leader_assigns(self) -> bool:
@@ -205,6 +213,18 @@ class Group:
         if member is None and self.state is GroupState.PREPARE_REBALANCE:
             member = self.expired.get(member_id)
         return member
+
+    def member_of_instance(self, instance_id: str) -> Member | None:
+        """The static member holding ``instance_id`` (also one whose session expired in this
+        join phase), if any."""
+        for member in (*self.members.values(), *self.expired.values()):
+            if member.instance_id == instance_id:
+                return member
+        return None
+
+    def fenced(self, member_id: str) -> bool:
+        """Whether ``member_id`` is a static member's id that a restart replaced."""
+        return member_id in self.replaced.values()
 
     def held_joins(self) -> list[JoinRequest]:
         """Every JoinGroup the group holds an answer for."""

@@ -51,6 +51,7 @@ STATE_DESCRIPTIONS: dict[GroupState, str] = {
 class GroupEvent(Enum):
     MEMBER_JOINED = "new or changed member joins"
     MEMBER_REJOINED = "member rejoins unchanged"
+    STATIC_MEMBER_RETURNED = "static member restarts"
     MEMBER_LEFT = "member leaves"
     SESSION_EXPIRED = "session timeout"
     SLOW_MEMBER_RETURNED = "expired member heartbeats"
@@ -227,8 +228,17 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
             "answer at once with the current generation and assignment; no rebalance",
         ),
         Transition(
+            _S.STEADY, _E.STATIC_MEMBER_RETURNED, _S.STEADY,
+            "JoinGroup with an empty member id and the group_instance_id of a static member "
+            "(KIP-345: a restart), its subscription and timeouts unchanged",
+            "the member takes a new id (requests naming the old one get FENCED_INSTANCE_ID) "
+            "and keeps its assignment; append the group record with the new id (same "
+            "generation) and answer once written; no rebalance",
+        ),
+        Transition(
             _S.STEADY, _E.MEMBER_LEFT, _S.PREPARE_REBALANCE,
-            _LEAVE,
+            _LEAVE + " (a static member's own LeaveGroup keeps it, until its session times "
+            "out; an admin's removal by instance id does not)",
             "remove the member; the others rebalance at once",
         ),
         Transition(

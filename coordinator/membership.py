@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -125,7 +126,7 @@ class Membership:
         join = JoinRequest(
             ctx.token, ctx.connection, member_id, ctx.client_id, ctx.client_host, session,
             rebalance if rebalance > 0 else session, subscription, strategy, protocol_type,
-            offered,
+            offered, body.get("group_instance_id"),
         )
         self._accept_join(group, join, ctx.now_ms)
 
@@ -148,6 +149,10 @@ class Membership:
     def _refuse_join(self, body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
         """A JoinGroup whose settings this coordinator does not accept, whatever the group."""
         session = body["session_timeout_ms"]
+        instance_id = body.get("group_instance_id")
+        if instance_id is not None and (not instance_id or body.get("protocol_type", "")):
+            return (_E.INVALID_REQUEST,
+                    "group_instance_id must be non-empty, in a group the broker assigns")
         low = self.config.group_min_session_timeout_ms
         high = self.config.group_max_session_timeout_ms
         if not low <= session <= high:
@@ -181,6 +186,8 @@ class Membership:
             return group
         member = group.members.get(member_id)
         if member is None:
+            if group.fenced(member_id):
+                return _E.FENCED_INSTANCE_ID
             return self._slow_member_heartbeat(group, member_id, generation, now_ms)
         group.confirm(member)
         if generation != group.generation:
@@ -280,6 +287,11 @@ class Membership:
         group = self._member_group(body["group_id"])
         if isinstance(group, ErrorCode):
             return group
+        instance_id = body.get("group_instance_id")
+        if instance_id is not None:
+            return self._static_leave(group, member_id, instance_id, now_ms)
+        if group.fenced(member_id):
+            return _E.FENCED_INSTANCE_ID
         member = group.members.get(member_id)
         if member is None:
             if group.state is _S.PREPARE_REBALANCE and member_id in group.expired:
@@ -290,6 +302,28 @@ class Membership:
             return _E.UNKNOWN_MEMBER_ID
         group.confirm(member)
         self._leave(group, member, "LeaveGroup", now_ms)
+        return _E.NONE
+
+    def _static_leave(self, group: Group, member_id: str, instance_id: str,
+                      now_ms: int) -> ErrorCode:
+        """KIP-345: a static member's own LeaveGroup (on a clean shutdown) keeps it in the
+        group -- a restart within its session takes its place with no rebalance, and its
+        session timeout starts one if it never comes back. With an empty member id (an
+        admin's RemoveMembersFromGroup) the member is removed at once."""
+        owner = group.member_of_instance(instance_id)
+        if owner is None:
+            return _E.UNKNOWN_MEMBER_ID
+        if not member_id:
+            if owner.member_id in group.expired:
+                del group.expired[owner.member_id]
+                return _E.NONE
+            self._leave(group, owner, f"instance {instance_id} removed", now_ms)
+            return _E.NONE
+        if owner.member_id != member_id:
+            return _E.FENCED_INSTANCE_ID if group.fenced(member_id) else _E.UNKNOWN_MEMBER_ID
+        group.confirm(owner)
+        log.info("static_member_left", group=group.group_id, member=member_id,
+                 instance=instance_id, kept_for_ms=owner.session_timeout_ms)
         return _E.NONE
 
     # ================================================================= events from the driver
@@ -612,6 +646,8 @@ class Membership:
 
     def _accept_join(self, group: Group, join: JoinRequest, now_ms: int) -> None:
         """A JoinGroup that passed validation (or a deferred one, replayed)."""
+        if join.instance_id is not None and self._static_join(group, join, now_ms):
+            return
         state = group.state
         member = None
         if join.member_id:
@@ -640,6 +676,82 @@ class Membership:
             self._new_member_joins(group, join, now_ms)
         else:
             self._member_rejoins(group, member, join, now_ms)
+
+    def _static_join(self, group: Group, join: JoinRequest, now_ms: int) -> bool:
+        """KIP-345's rules for a JoinGroup with an instance id; False when the ordinary rules
+        apply (a new static member, or the current one rejoining with its id)."""
+        assert join.instance_id is not None
+        owner = group.member_of_instance(join.instance_id)
+        if join.member_id:
+            if group.fenced(join.member_id) or (
+                    owner is not None and owner.member_id != join.member_id):
+                self._out.respond(join.token, join_error(
+                    _E.FENCED_INSTANCE_ID, join.member_id,
+                    f"instance {join.instance_id!r} of group {group.group_id!r} is held by a "
+                    "newer member"))
+                return True
+            return False
+        if owner is None:
+            return False
+        if group.state is _S.REBALANCING:  # after the round being written
+            self._join_while_written(group, None, join, now_ms)
+            return True
+        member = self._replace_static(group, owner, join)
+        if group.state is _S.STEADY and not member.changed_by(join):
+            self._static_member_returns(group, member, join, now_ms)
+        else:
+            self._member_rejoins(group, member, join, now_ms)
+        return True
+
+    def _replace_static(self, group: Group, owner: Member, join: JoinRequest) -> Member:
+        """The restarted static member takes a new id, fencing the old one, and keeps the old
+        one's place: its assignment, subscription and timeouts."""
+        assert join.instance_id is not None
+        if owner.join is not None:
+            self._out.respond(owner.join.token, join_error(
+                _E.FENCED_INSTANCE_ID, owner.member_id, "a newer member took the instance id"))
+        self.pause_session(group, owner)
+        group.members.pop(owner.member_id, None)
+        group.expired.pop(owner.member_id, None)
+        if group.cancellable_by == owner.member_id:
+            group.cancellable_by = None
+        member_id = f"{group.group_id}-{self._new_uuid()}"
+        member = replace(owner, member_id=member_id, client_id=join.client_id,
+                         client_host=join.client_host, join=None, session_deadline_ms=None,
+                         session_timer_ms=None, unconfirmed_connection=join.connection,
+                         commits_held=0)
+        group.members[member_id] = member
+        group.replaced[join.instance_id] = owner.member_id
+        self._watch(join.connection, group)
+        log.info("static_member_replaced", group=group.group_id, instance=join.instance_id,
+                 old=owner.member_id, new=member_id)
+        return member
+
+    def _static_member_returns(self, group: Group, member: Member, join: JoinRequest,
+                               now_ms: int) -> None:
+        """Steady, unchanged: no rebalance. The group record is written with the member's new
+        id (the same generation), and the JoinGroup answered with its assignment once it is."""
+        member.join = join
+        self._out.move(group, _G.STATIC_MEMBER_RETURNED,
+                       f"instance {join.instance_id} is {member.member_id}", now_ms)
+        value = GroupValue(
+            group.generation, group.strategy, now_ms,
+            tuple(m.to_value(m.assignment) for _, m in sorted(group.members.items())),
+        )
+
+        def written(error: ErrorCode, now: int) -> None:
+            if member.join is not join or group.members.get(member.member_id) is not member:
+                return  # a round or a newer restart took the join over
+            member.join = None
+            if error is _E.NONE:
+                self._out.respond(join.token, join_answer(group, member))
+                self.touch_session(group, member, now)
+            else:  # it rejoins; the replacement stands (the record is written again then)
+                self._out.respond(join.token, join_error(append_error_answer(error), ""))
+                self.touch_session(group, member, now)
+
+        self._out.append(group.partition, (group_record(GroupKey(group.group_id), value),),
+                         written)
 
     def _join_while_written(self, group: Group, member: Member | None, join: JoinRequest,
                             now_ms: int) -> None:

@@ -134,7 +134,7 @@ class GroupOffsets:
             return _E.NONE if group.state is _S.EMPTY else _E.UNKNOWN_MEMBER_ID
         member = group.member_or_slow(member_id)
         if member is None:
-            return _E.UNKNOWN_MEMBER_ID
+            return _E.FENCED_INSTANCE_ID if group.fenced(member_id) else _E.UNKNOWN_MEMBER_ID
         group.confirm(member)
         if generation != group.generation:
             if generation > group.generation:

@@ -21,7 +21,10 @@ version 2 followed by ``metadata, assignment_bytes, [[protocol, metadata], ...]`
 for the chosen protocol, the assignment the leader sent, and every protocol it offered (so a
 rejoin after a failover is recognised as unchanged). ``state_timestamp_ms`` is when the group
 entered the state the record describes (the offsets of an Empty group expire counting from
-then). Groups the broker assigns are still written as version 1, which every broker reads.
+then). Groups the broker assigns are still written as version 1, which every broker reads --
+unless a member is static (KIP-345): then version 3, each member followed by its
+``group_instance_id`` (null for a dynamic one), so a coordinator that loads the group knows
+whose place a restarting static member takes.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ GROUP_KEY_VERSION = 2
 VALUE_VERSION = 1
 #: the group value of a group whose leader assigns
 GROUP_VALUE_VERSION_CLIENT_SIDE = 2
+GROUP_VALUE_VERSION_STATIC = 3
 
 
 class OffsetsRecordError(ProtocolError):
@@ -78,6 +82,7 @@ class MemberValue:
     metadata: bytes = b""
     assignment_bytes: bytes = b""
     protocols: tuple[tuple[str, bytes], ...] = ()
+    instance_id: str | None = None  # a static member's group_instance_id
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 def encode_group_value(value: GroupValue) -> bytes:
     client_side = bool(value.protocol_type)
+    static = not client_side and any(m.instance_id is not None for m in value.members)
     members = []
     for m in value.members:
         member: list[Any] = [
@@ -164,10 +170,13 @@ def encode_group_value(value: GroupValue) -> bytes:
         ]
         if client_side:
             member += [m.metadata, m.assignment_bytes, [[n, b] for n, b in m.protocols]]
+        elif static:
+            member.append(m.instance_id)
         members.append(member)
     if not client_side:
+        version = GROUP_VALUE_VERSION_STATIC if static else VALUE_VERSION
         return _pack(
-            [VALUE_VERSION, value.generation, value.strategy, value.state_timestamp_ms, members]
+            [version, value.generation, value.strategy, value.state_timestamp_ms, members]
         )
     return _pack([
         GROUP_VALUE_VERSION_CLIENT_SIDE, value.generation, value.strategy,
@@ -178,23 +187,29 @@ def encode_group_value(value: GroupValue) -> bytes:
 def _member_value(fields: list[Any]) -> MemberValue:
     mid, cid, host, session, rebalance, subscription, assignment = fields[:7]
     metadata, assignment_bytes, protocols = fields[7:] if len(fields) == 10 else (b"", b"", [])
+    instance_id = fields[7] if len(fields) == 8 else None
     if not isinstance(metadata, bytes) or not isinstance(assignment_bytes, bytes):
         raise TypeError("member metadata and assignment are not bytes")
+    if instance_id is not None and not isinstance(instance_id, str):
+        raise TypeError("member instance id is not a string")
     return MemberValue(
         str(mid), str(cid), str(host), int(session), int(rebalance),
         tuple(str(t) for t in subscription), _assignment(assignment),
         metadata, assignment_bytes, tuple((str(n), bytes(b)) for n, b in protocols),
+        instance_id,
     )
 
 
 def decode_group_value(data: bytes) -> GroupValue:
     fields = _unpack(data, "group value")
-    if (fields[0], len(fields)) not in ((VALUE_VERSION, 5), (GROUP_VALUE_VERSION_CLIENT_SIDE, 7)):
+    if (fields[0], len(fields)) not in ((VALUE_VERSION, 5), (GROUP_VALUE_VERSION_CLIENT_SIDE, 7),
+                                        (GROUP_VALUE_VERSION_STATIC, 5)):
         raise OffsetsRecordError(f"unknown group value {fields!r}")
     generation, strategy, timestamp, members = fields[1:5]
     client_side = fields[0] == GROUP_VALUE_VERSION_CLIENT_SIDE
     protocol_type, leader_id = fields[5:] if client_side else ("", "")
-    member_length = 10 if client_side else 7
+    member_length = {VALUE_VERSION: 7, GROUP_VALUE_VERSION_CLIENT_SIDE: 10,
+                     GROUP_VALUE_VERSION_STATIC: 8}[fields[0]]
     try:
         if any(len(m) != member_length for m in members):
             raise ValueError(f"a member is not {member_length} fields")

@@ -332,7 +332,7 @@ FIND_COORDINATOR = Api(
 # ------------------------------------------------------------------------------------ JoinGroup
 ASSIGNMENT = Array(_s("TopicPartitions", _f("topic", STRING), _f("partitions", Array(INT32))))
 JOIN_GROUP = Api(
-    ApiKey.JOIN_GROUP, "JoinGroup", 0, 1,
+    ApiKey.JOIN_GROUP, "JoinGroup", 0, 2,
     _s("JoinGroupRequest",
        _f("group_id", STRING),
        _f("session_timeout_ms", INT32, "seed: SessionTimeout"),
@@ -350,7 +350,11 @@ JOIN_GROUP = Api(
                                 _f("metadata", BYTES))),
           "the assignors the member supports, preferred first, each with its metadata (for "
           "consumer: a ConsumerProtocol Subscription); empty when protocol_type is empty",
-          since=1)),
+          since=1),
+       _f("group_instance_id", NSTRING,
+          "KIP-345's static membership: the member's name across restarts (null: a dynamic "
+          "member). A join with an empty member_id and a known instance id takes that "
+          "member's place and assignment without a rebalance", since=2)),
     _s("JoinGroupResponse", ERROR_CODE, ERROR_MESSAGE,
        _f("generation_id", INT32, "seed: GroupGenerationId"),
        _f("member_id", STRING, "seed: ConsumerId, <group>-<uuid>"),
@@ -368,7 +372,7 @@ JOIN_GROUP = Api(
     "Join (or rejoin) a group. With protocol_type empty, one round: the coordinator computes "
     "the assignment and returns each member's share in its own response. Otherwise (v1, "
     "Kafka's classic protocol) the leader gets every member's metadata, assigns, and sends "
-    "the assignments with SyncGroup.",
+    "the assignments with SyncGroup. v2 adds static membership (group_instance_id).",
 )
 
 SYNC_GROUP = Api(
@@ -395,10 +399,18 @@ HEARTBEAT = Api(
 )
 
 LEAVE_GROUP = Api(
-    ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 0,
-    _s("LeaveGroupRequest", _f("group_id", STRING), _f("member_id", STRING)),
+    ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 1,
+    _s("LeaveGroupRequest", _f("group_id", STRING),
+       _f("member_id", STRING, "empty with a group_instance_id: remove that static member "
+          "(Kafka's RemoveMembersFromGroup)"),
+       _f("group_instance_id", NSTRING,
+          "a static member's instance id: from the member itself, it stays in the group "
+          "until its session times out (a restart takes its place without a rebalance)",
+          since=1)),
     _s("LeaveGroupResponse", ERROR_CODE, ERROR_MESSAGE),
-    "Leave a group at once, so the others rebalance without waiting for a session timeout.",
+    "Leave a group at once, so the others rebalance without waiting for a session timeout. "
+    "v1: a static member's own leave keeps it in the group until its session times out; "
+    "an empty member_id with a group_instance_id removes that static member at once.",
 )
 
 # --------------------------------------------------------------------------------- OffsetCommit
@@ -449,7 +461,7 @@ LIST_GROUPS = Api(
 )
 
 DESCRIBE_GROUPS = Api(
-    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 2,
+    ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 3,
     _s("DescribeGroupsRequest", _f("group_ids", Array(STRING))),
     _s("DescribeGroupsResponse",
        _f("groups", Array(_s("DescribedGroup", ERROR_CODE, _f("group_id", STRING),
@@ -473,12 +485,15 @@ DESCRIBE_GROUPS = Api(
                                  _f("metadata", BYTES, "the member's metadata for the chosen "
                                     "protocol; empty when the broker assigns", since=2),
                                  _f("assignment_bytes", BYTES, "the assignment as the leader "
-                                    "sent it; empty when the broker assigns", since=2)))),
+                                    "sent it; empty when the broker assigns", since=2),
+                                 _f("group_instance_id", NSTRING, "a static member's instance "
+                                    "id; null for a dynamic member", since=3)))),
                              _f("protocol_type", STRING, "empty when the broker assigns; "
                                 "else the members' protocol type, e.g. consumer", since=2))))),
     "State, strategy, generation and members (with subscriptions and assignments) of groups. "
     "v1 adds when each group entered its state; v2 the protocol type and each member's "
-    "metadata and assignment bytes, for groups whose leader assigns.",
+    "metadata and assignment bytes, for groups whose leader assigns; v3 each member's "
+    "instance id.",
 )
 
 DELETE_GROUPS = Api(

@@ -75,6 +75,7 @@ class ErrorCode(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     OFFSET_NOT_AVAILABLE = 78
+    FENCED_INSTANCE_ID = 82
     UNKNOWN_LEADER_EPOCH = 75
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
@@ -228,6 +229,10 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
         "", False, "The group has members; it can only be deleted or reset when Empty."
     ),
     ErrorCode.GROUP_ID_NOT_FOUND: _i("", False, "No group with that id exists."),
+    ErrorCode.FENCED_INSTANCE_ID: _i(
+        "", False, "Another member took this static member's instance id (a newer process "
+        "with the same group_instance_id): this one must stop."
+    ),
     ErrorCode.OFFSET_NOT_AVAILABLE: _i(
         "", True,
         "A new leader does not know its high watermark yet (its followers have not fetched "
@@ -506,6 +511,10 @@ class InvalidTimestampError(BrokerError):
 
 class OffsetNotAvailableError(BrokerError):
     code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
+class FencedInstanceIdError(BrokerError):
+    code = ErrorCode.FENCED_INSTANCE_ID
 
 
 class FencedLeaderEpochError(BrokerError):

@@ -91,7 +91,8 @@ def test_groups_describe(broker: BrokerProcess, member: Member) -> None:
         "coordinator": {"node_id": 0, "host": "127.0.0.1", "port": broker.port},
         "member_count": 1,
         "members": [{
-            "group": "g", **owner, "session_timeout_ms": member.session_timeout_ms,
+            "group": "g", **owner, "instance_id": None,
+            "session_timeout_ms": member.session_timeout_ms,
             "subscription": ["t"], "partitions": 3,
             "assignment": [{"topic": "t", "partition": p} for p in range(3)],
         }],
@@ -125,15 +126,16 @@ def test_groups_describe_members(broker: BrokerProcess, member: Member) -> None:
         run("groups", "describe", "g", "--members", "--bootstrap", broker.bootstrap, "--json")
     )
     assert members == [{
-        "group": "g", "member_id": member.member_id, "host": "127.0.0.1",
+        "group": "g", "member_id": member.member_id, "instance_id": None, "host": "127.0.0.1",
         "client_id": "raw-test", "session_timeout_ms": member.session_timeout_ms,
         "subscription": ["t"], "partitions": 3,
         "assignment": [{"topic": "t", "partition": p} for p in range(3)],
     }]
     tables = run("groups", "describe", "g", "--members", "--bootstrap", broker.bootstrap)
     header, *rows = table_rows(tables, "members of group g")
-    assert header == ["GROUP", "MEMBER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
-    assert rows == [["g", member.member_id, "127.0.0.1", "raw-test", "3", "t: 0,1,2"]]
+    assert header == ["GROUP", "MEMBER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                      "ASSIGNMENT"]
+    assert rows == [["g", member.member_id, "-", "127.0.0.1", "raw-test", "3", "t: 0,1,2"]]
     assert "offsets" not in tables
 
 
@@ -197,28 +199,28 @@ def test_describe_groups_v1_says_since_when_and_v0_is_answered_without_it(
         == v0["groups"]
 
 
-def test_describe_group_falls_back_to_v0_for_a_broker_without_v1(
+def test_describe_group_falls_back_to_v0_for_a_broker_without_v3(
     broker: BrokerProcess, member: Member, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A broker from before v1 answers UNSUPPORTED_VERSION: the admin asks v0 and has no
+    """A broker from before v3 answers UNSUPPORTED_VERSION: the admin asks v0 and has no
     age to show (the table's IN-STATE-FOR is "-")."""
     with GroupAdmin(broker.bootstrap, timeout_ms=10_000) as admin:
         sent: list[int] = []
         send = admin._network.send
 
-        def refusing_v1(*args: Any, api_version: int = 0, **kwargs: Any) -> Any:
+        def refusing_v3(*args: Any, api_version: int = 0, **kwargs: Any) -> Any:
             sent.append(api_version)
-            if args[1] is ApiKey.DESCRIBE_GROUPS and api_version == 1:
+            if args[1] is ApiKey.DESCRIBE_GROUPS and api_version == 3:
                 future: Future[dict[str, Any]] = Future(admin._network.poll)
-                future.fail(UnsupportedVersionError("DescribeGroups v1 is not supported"))
+                future.fail(UnsupportedVersionError("DescribeGroups v3 is not supported"))
                 return future
             return send(*args, api_version=api_version, **kwargs)
 
-        monkeypatch.setattr(admin._network, "send", refusing_v1)
+        monkeypatch.setattr(admin._network, "send", refusing_v3)
         described = admin.describe_group("g")
         assert described.state == "Steady" and described.state_since_ms is None
         admin.describe_group("g")
-    assert sent.count(1) == 1  # remembered: v0 from then on
+    assert sent.count(3) == 1  # remembered: v0 from then on
 
 
 def test_groups_describe_all_groups(

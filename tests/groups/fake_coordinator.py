@@ -46,7 +46,8 @@ class FakeCoordinatorBroker(FakeBroker):
                      for t in body["topics"] if t in self.partition_counts]
             return {"error_code": 0, "error_message": None, "generation_id": self.generation,
                     "member_id": self.member_id, "assignment_strategy": "range",
-                    "partitions_to_own": owned}
+                    "partitions_to_own": owned, "protocol_name": "", "leader_id": "",
+                    "members": []}
         if key is ApiKey.HEARTBEAT:
             return error_body(self._membership_code(body))
         if key is ApiKey.LEAVE_GROUP:
@@ -84,7 +85,8 @@ def error_body(code: ErrorCode) -> dict[str, Any]:
 
 def join_error(code: ErrorCode, member_id: str = "") -> dict[str, Any]:
     return {"error_code": int(code), "error_message": None, "generation_id": -1,
-            "member_id": member_id, "assignment_strategy": "", "partitions_to_own": []}
+            "member_id": member_id, "assignment_strategy": "", "partitions_to_own": [],
+            "protocol_name": "", "leader_id": "", "members": []}
 
 
 def commit_answer(body: dict[str, Any], code: ErrorCode) -> dict[str, Any]:

@@ -31,7 +31,8 @@ from tooling.cli.output import Output
 
 OFFSET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                   "MEMBER-ID", "HOST", "CLIENT-ID")
-MEMBER_COLUMNS = ("GROUP", "MEMBER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+MEMBER_COLUMNS = ("GROUP", "MEMBER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                  "ASSIGNMENT")
 STATE_COLUMNS = ("GROUP", "COORDINATOR", "STRATEGY", "STATE", "IN-STATE-FOR", "GENERATION",
                  "#MEMBERS")
 
@@ -71,8 +72,31 @@ def add_groups_parser(
     view.add_argument("--state", action="store_true",
                       help="one row for the group: " + ", ".join(STATE_COLUMNS[1:]))
     describe.set_defaults(run=cmd_groups_describe, describe_parser=describe)
+    remove = actions.add_parser(
+        "remove-members", parents=parents,
+        help="remove static members at once, by instance id",
+        description="Remove static members (consumers with a group_instance_id) from GROUP at "
+        "once, as Kafka's RemoveMembersFromGroup does: a static member's own LeaveGroup keeps "
+        "its place until its session times out, so that a restart takes it back without a "
+        "rebalance; this ends that wait.",
+    )
+    remove.add_argument("group", metavar="GROUP", help="the group id")
+    remove.add_argument("--instance-id", dest="instance_ids", action="append", required=True,
+                        metavar="ID", help="a static member's instance id (repeatable)")
+    remove.set_defaults(run=cmd_groups_remove_members)
     add_group_change_parsers(actions, parents)  # reset-offsets, delete
     add_watch_parser(actions, parents[0])  # the client options; it prints no JSON
+
+
+def cmd_groups_remove_members(args: argparse.Namespace, output: Output) -> int:
+    with group_admin_client(args) as admin:
+        results = admin.remove_members(args.group, args.instance_ids)
+    if args.json:
+        output.json({i: None if e is None else str(e) for i, e in results.items()})
+    else:
+        output.table(f"group {args.group}", ("INSTANCE-ID", "RESULT"),
+                     [(i, "removed" if e is None else str(e)) for i, e in results.items()])
+    return 1 if any(results.values()) else 0
 
 
 def cmd_groups_list(args: argparse.Namespace, output: Output) -> int:
@@ -132,8 +156,8 @@ def _describe_one(args: argparse.Namespace, output: Output, group: GroupDescript
     if args.members:
         if not args.json:
             output.table(f"members of group {group.group_id}", MEMBER_COLUMNS, [
-                (m["group"], m["member_id"], m["host"], m["client_id"], m["partitions"],
-                 _partitions_text(m["assignment"]))
+                (m["group"], m["member_id"], m["instance_id"] or "-", m["host"],
+                 m["client_id"], m["partitions"], _partitions_text(m["assignment"]))
                 for m in members
             ])
         return members
@@ -170,7 +194,8 @@ def _state(group: GroupDescription) -> dict[str, Any]:
 
 def _member(group_id: str, member: MemberDescription) -> dict[str, Any]:
     return {
-        "group": group_id, "member_id": member.member_id, "host": member.client_host,
+        "group": group_id, "member_id": member.member_id, "instance_id": member.instance_id,
+        "host": member.client_host,
         "client_id": member.client_id, "session_timeout_ms": member.session_timeout_ms,
         "subscription": list(member.subscription), "partitions": len(member.assignment),
         "assignment": [{"topic": tp.topic, "partition": tp.partition}
