@@ -38,8 +38,8 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 from broker.cluster import zk_layout as zk
 from broker.cluster.links import BrokerLink, LinkError, LinkSecurity
 from broker.log import PartitionLog
-from protocol.entry_scan import entry_size_at
 from protocol.apis import ApiKey
+from protocol.entry_scan import entry_size_at
 from protocol.errors import (
     BrokerError,
     ClusterAuthorizationFailedError,

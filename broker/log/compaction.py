@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log import layout
-from protocol.entry_scan import scan_entries
 from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.segment import Segment
 from protocol.compression import Codec, compress
+from protocol.entry_scan import scan_entries
 from protocol.messageset import Entry, encode_message, open_wrapper
 
 _WRITE_CHUNK = 1 << 20

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from broker.log import layout
-from protocol.entry_scan import entry_size_at, scan_entries
 from broker.log.index import OffsetIndex, TimeIndex
 from protocol.compression import Codec
+from protocol.entry_scan import entry_size_at, scan_entries
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     LOG_OVERHEAD,

@@ -32,7 +32,6 @@ import structlog
 
 from broker.log import compaction, layout, v0_wrappers
 from broker.log.config import LogConfig
-from protocol.entry_scan import Scan, scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,
@@ -48,6 +47,7 @@ from broker.log.leader_epochs import LeaderEpochCache
 from broker.log.segment import Segment, SegmentFile
 from broker.log.segment_list import SegmentList
 from broker.log.validation import largest_entry_bytes, prepare_append
+from protocol.entry_scan import Scan, scan_entries
 from protocol.errors import MessageFormatError
 from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import structlog
 
 from broker.log import layout
-from protocol.entry_scan import Scan, entry_size_at, scan_entries
 from broker.log.errors import CorruptSegmentError
 from broker.log.index import OffsetIndex, TimeIndex
+from protocol.entry_scan import Scan, entry_size_at, scan_entries
 from protocol.messageset import LOG_OVERHEAD, MIN_SIZE, Entry, read_entries
 
 log = structlog.get_logger(__name__)

@@ -22,8 +22,8 @@ from pathlib import Path
 import structlog
 
 from broker.log import layout
-from protocol.entry_scan import entry_size_at, scan_entries
 from protocol.compression import compress
+from protocol.entry_scan import entry_size_at, scan_entries
 from protocol.errors import MessageFormatError
 from protocol.messageset import CODEC_MASK, Entry, encode_message, inner_entries, read_entries
 

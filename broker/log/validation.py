@@ -24,7 +24,6 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from broker.log import v0_wrappers
-from protocol.entry_scan import Scan, scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,
@@ -32,6 +31,7 @@ from broker.log.errors import (
     ProducerTimestampTypeError,
 )
 from protocol.compression import LZ4_FLG_BLOCK_INDEPENDENCE, Codec, decompress
+from protocol.entry_scan import Scan, scan_entries
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     CODEC_MASK,

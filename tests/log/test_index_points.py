@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.entry_scan import Scan
 from broker.log.segment import Segment, index_points, largest_timestamps
+from protocol.entry_scan import Scan
 
 
 def plain_index_points(

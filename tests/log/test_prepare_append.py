@@ -11,7 +11,6 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.entry_scan import scan_entries
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,
@@ -21,6 +20,7 @@ from broker.log.errors import (
 )
 from broker.log.validation import prepare_append
 from protocol.compression import compress, decompress
+from protocol.entry_scan import scan_entries
 from protocol.errors import MessageFormatError
 from protocol.messageset import (
     LOG_OVERHEAD,

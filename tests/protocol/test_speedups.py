@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.entry_scan import _Columns, _py_scan_v1, scan_entries
 from client.records import ConsumerRecord
+from protocol.entry_scan import _Columns, _py_scan_v1, scan_entries
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
     Message,
