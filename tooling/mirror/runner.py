@@ -48,7 +48,8 @@ class Mirror:
                              **config.source_security)
         self._target = Admin(config.target, timeout_ms=options.api_timeout_ms,
                              **config.target_security)
-        self._sync = TopicSync(self._source, self._target, options.selection, options.renaming)
+        self._sync = TopicSync(self._source, self._target, options.selection, options.renaming,
+                               note)
         self._lock = threading.Lock()  # the admins and the sync are one thread's at a time
         self._errors: list[BaseException] = []
         self._stop = threading.Event()
@@ -90,7 +91,7 @@ class Mirror:
 
     def _start(self, index: int) -> threading.Thread:
         stream = MirrorStream(self.options.stream, self.options.selection, self.target_of,
-                              self.progress, name=f"stream-{index}")
+                              self.progress, name=f"stream-{index}", note=self._note)
         # a daemon: a second Ctrl-C or SIGTERM ends the process even while a stream still
         # waits for a target that does not answer
         thread = threading.Thread(target=self._run_stream, args=(stream,),

@@ -85,11 +85,13 @@ TargetOf = Callable[[str, int], str]
 
 class MirrorStream:
     def __init__(self, config: StreamConfig, selection: TopicSelection, target_of: TargetOf,
-                 progress: Progress, *, name: str = "stream-0") -> None:
+                 progress: Progress, *, name: str = "stream-0",
+                 note: Callable[[str], None] = log.info) -> None:
         self._config = config
+        self.note = note  # what the mirror's user is told: partitions gained and lost
         self._target_of = target_of
         self._progress = progress
-        self._name = name
+        self.name = name
         self._acks = Acknowledgements()
         self._next_commit = time.monotonic() + config.commit_interval
         self._pause_bytes = _PAUSE_BYTES
@@ -211,7 +213,7 @@ class MirrorStream:
         except CommitFailedError as exc:
             # the group moved on without this member: the partitions' new owners start from
             # the last commit, so what was sent since is sent again (counted as duplicates)
-            log.warning("mirror_commit_failed stream=%s error=%s", self._name, exc)
+            log.warning("mirror_commit_failed stream=%s error=%s", self.name, exc)
             return
         self._acks.committed(offsets)
         self._progress.add(commits=1)
@@ -264,4 +266,5 @@ class _Listener(ConsumerRebalanceListener):
         self._stream.hand_over(revoked)
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        log.info("mirror_assigned partitions=%s", ",".join(map(str, sorted(assigned))))
+        owned = ", ".join(map(str, sorted(assigned))) or "none"
+        self._stream.note(f"mirror: {self._stream.name} mirrors {owned}")

@@ -9,6 +9,7 @@ topic is created, not kept in step afterwards: the target's operators may tune i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from client.admin import Admin
@@ -35,11 +36,12 @@ class MirroredTopic:
 
 class TopicSync:
     def __init__(self, source: Admin, target: Admin, selection: TopicSelection,
-                 renaming: Renaming) -> None:
+                 renaming: Renaming, note: Callable[[str], None] = log.info) -> None:
         self._source = source
         self._target = target
         self._selection = selection
         self._renaming = renaming
+        self._note = note  # what the mirror's user is told: each topic created or grown
         self.topics: dict[str, MirroredTopic] = {}  # by source topic, as of the last sync
 
     def sync(self) -> dict[str, MirroredTopic]:
@@ -64,8 +66,8 @@ class TopicSync:
                           and c.value is not None}
                 self._create(target, partitions, min(replicas, brokers), copied)
             elif len(existing.partitions) < partitions:
-                log.info("mirror_grow topic=%s partitions=%d->%d", target,
-                         len(existing.partitions), partitions)
+                self._note(f"mirror: target topic {target} grows from "
+                           f"{len(existing.partitions)} to {partitions} partitions")
                 self._target.create_partitions(target, partitions)
             out[name] = MirroredTopic(name, target, partitions)
         self.topics = out
@@ -73,7 +75,8 @@ class TopicSync:
 
     def _create(self, name: str, partitions: int, replicas: int, configs: dict[str, str]
                 ) -> None:
-        log.info("mirror_create topic=%s partitions=%d replication_factor=%d configs=%s",
-                 name, partitions, replicas, configs)
         # exist_ok: another mirror process of the group may have created it first
-        self._target.create_topic(name, partitions, replicas, configs, exist_ok=True)
+        if self._target.create_topic(name, partitions, replicas, configs, exist_ok=True):
+            copied = "".join(f", {k}={v}" for k, v in sorted(configs.items()))
+            self._note(f"mirror: created target topic {name} ({partitions} partitions, "
+                       f"replication factor {replicas}{copied})")
