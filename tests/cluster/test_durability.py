@@ -115,6 +115,10 @@ class NumberedProducer(ProducerThread):
         seq = 0
         next_round = time.monotonic()
         while not self._halt.is_set():
+            now = time.monotonic()
+            if now < next_round:  # the pace: answers are read meanwhile
+                producer.poll(min(next_round - now, 0.05))
+                continue
             if self.outcome.sent - self._settled < self.max_unsettled:
                 for p in self.partitions:
                     key = (p, seq)
@@ -122,10 +126,10 @@ class NumberedProducer(ProducerThread):
                     future.add_done_callback(lambda f, key=key: self._settle(key, f))
                     self.outcome.sent += 1
                 seq += 1
-                next_round += self.interval
+                next_round = max(next_round + self.interval, now - 1.0)  # no burst to catch up
             else:
-                next_round = time.monotonic() + self.interval  # let the backlog drain
-            producer.poll(max(0.0, min(next_round - time.monotonic(), 0.05)))
+                next_round = now + self.interval  # let the backlog drain
+            producer.poll(0)
         producer.flush(180)
 
 

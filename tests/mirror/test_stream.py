@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,21 +16,12 @@ from client import Admin, Consumer, Producer, TopicPartition
 from client.group_admin import GroupAdmin
 from protocol.compression import Codec
 from protocol.messageset import read_entries
+from tests.cluster.conftest import until
 from tooling.mirror.naming import TopicSelection
 from tooling.mirror.runner import Mirror, MirrorOptions
 from tooling.mirror.stream import MirrorError, StreamConfig
 
 pytestmark = pytest.mark.integration
-
-
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.1)
 
 
 @contextmanager
