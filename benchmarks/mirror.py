@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import logging
 import pstats
 import sys
 import tempfile
@@ -109,17 +108,18 @@ def consume(bootstrap: str, topic: str, count: int) -> float:
     return seconds
 
 
-class _Assigned(logging.Handler):
-    """When the mirror's stream was assigned its partitions (its ``mirror_assigned`` line):
-    the mirror is timed from there, its group's join counted apart."""
+class _Assigned:
+    """When the mirror's stream was assigned its partitions (its ``mirror: stream-0 mirrors
+    ...`` note): the mirror is timed from there, its group's join counted apart. Every note
+    goes on to stderr."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
         self.at: float | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.at is None and record.getMessage().startswith("mirror_assigned"):
+    def __call__(self, note: str) -> None:
+        if self.at is None and " mirrors " in note:
             self.at = time.perf_counter()
+        print(note, file=sys.stderr, flush=True)
 
 
 def _enabling(profiler: cProfile.Profile) -> Any:
@@ -160,7 +160,8 @@ def mirror(clusters: Clusters, topic: str, count: int, recompress: Codec | None,
         renaming=Renaming("{topic}." + target_suffix),
         progress_interval=0,
     )
-    runner = Mirror(options, lambda note: print(note, file=sys.stderr, flush=True))
+    assigned = _Assigned()
+    runner = Mirror(options, assigned)
     progress = runner.progress
     stop = threading.Event()
     failed: list[BaseException] = []
@@ -171,11 +172,6 @@ def mirror(clusters: Clusters, topic: str, count: int, recompress: Codec | None,
         except BaseException as exc:  # raised below, in the measuring thread
             failed.append(exc)
 
-    assigned = _Assigned()
-    logger = logging.getLogger("odradek.mirror")
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    logger.addHandler(assigned)
     thread = threading.Thread(target=run, name="bench-mirror")
     if profiler is not None:
         threading.setprofile(_enabling(profiler))  # the stream's thread starts after this one
@@ -196,8 +192,6 @@ def mirror(clusters: Clusters, topic: str, count: int, recompress: Codec | None,
         stop.set()
         thread.join()
         threading.setprofile(None)
-        logger.removeHandler(assigned)
-        logger.setLevel(level)
     if failed:
         raise failed[0]
     if assigned.at is None or first is None:
