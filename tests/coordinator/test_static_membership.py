@@ -170,3 +170,16 @@ def test_a_restart_during_a_join_phase_rejoins_in_its_place() -> None:
     assert all(x is not None and x["error_code"] == 0 for x in answers)
     assert len(driver.group("g").members) == 4
     assert a.heartbeat() is E.FENCED_INSTANCE_ID
+
+
+def test_a_failover_after_a_restart_knows_the_new_member_id() -> None:
+    """The restart's group record names the new id: a coordinator that loads it after the
+    restart takes the new member's heartbeats, and the old id is no member."""
+    driver = FakeDriver(topics={"t": 6})
+    a, _b, _dynamic = group_of_three(driver)
+    again = restarted(a, "ca2")
+    again.join_now()
+    driver.reload(driver.partition_of("g"))
+    assert again.heartbeat() is E.NONE
+    assert again.commit({("t", 0): 3}) == {("t", 0): E.NONE}
+    assert a.heartbeat() is E.UNKNOWN_MEMBER_ID
