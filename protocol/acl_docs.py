@@ -38,6 +38,7 @@ CLI_APIS: dict[str, tuple[ApiKey, ...]] = {
                              K.LIST_OFFSETS, K.OFFSET_COMMIT),
     "groups delete": (K.FIND_COORDINATOR, K.DELETE_GROUPS),
     "groups delete-offsets": (K.FIND_COORDINATOR, K.OFFSET_DELETE),
+    "groups remove-members": (K.FIND_COORDINATOR, K.LEAVE_GROUP),
     "cluster status": (K.METADATA, K.LIST_GROUPS, K.DESCRIBE_GROUPS),
     "cluster elect-leaders": (K.ELECT_LEADERS,),
     "records delete": (K.DELETE_RECORDS,),
@@ -48,6 +49,10 @@ CLI_APIS: dict[str, tuple[ApiKey, ...]] = {
     "quotas set": (K.ALTER_CLIENT_QUOTAS,),
     "quotas describe": (K.DESCRIBE_CLIENT_QUOTAS,),
     "quotas delete": (K.ALTER_CLIENT_QUOTAS,),
+    # on the source: a group member reading, and the topics' configs; on the target: topics
+    # created and grown, and written to
+    "mirror": (K.LIST_OFFSETS, K.FETCH, *_GROUP_MEMBER, K.DESCRIBE_CONFIGS, K.CREATE_TOPICS,
+               K.CREATE_PARTITIONS, K.PRODUCE),
 }
 
 
