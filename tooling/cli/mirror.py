@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from broker.settings import host_port
 from client.admin import Admin
 from client.consumer import Consumer
 from client.group_admin import GroupAdmin
@@ -182,7 +183,8 @@ def _codec(text: str) -> Codec:
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+    """``HOST:PORT`` as a broker's listener settings read it."""
+    try:
+        return host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
