@@ -94,7 +94,6 @@ class MirrorStream:
         self.name = name
         self._acks = Acknowledgements()
         self._next_commit = time.monotonic() + config.commit_interval
-        self._pause_bytes = _PAUSE_BYTES
         consumer_settings: dict[str, Any] = {
             "client_id": f"{config.client_id}-{name}",
             "auto_offset_reset": "latest" if config.from_latest else "earliest",
@@ -144,7 +143,7 @@ class MirrorStream:
         # while the target is behind, polls only keep the group's membership (heartbeats):
         # the sets wait in the consumer, one fetched chunk per partition at most
         held = self.producer.buffered_bytes + self._waiting.bytes
-        limit = None if held < self._pause_bytes else 0
+        limit = None if held < _PAUSE_BYTES else 0
         if self._config.recompress is None:
             for s in self.consumer.poll_sets(timeout_ms=wait, max_sets=limit):
                 self._take_set(s)
