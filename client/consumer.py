@@ -56,7 +56,10 @@ log = logging.getLogger("odradek.consumer")
 #: ``commit_async`` callbacks get the offsets and None, or the error
 CommitCallback = Callable[[Offsets, BaseException | None], None]
 _Taken = TypeVar("_Taken", ConsumerRecord, FetchedSet)
-_FETCHING = frozenset({ConsumerState.PART_OF_GROUP, ConsumerState.REDISCOVER_COORDINATOR})
+#: states in which the partitions owned are fetched, and those in which new ones are taken (not
+#: while an incremental member's JoinGroup, naming what it owns, is out)
+_TAKING = frozenset({ConsumerState.PART_OF_GROUP, ConsumerState.REDISCOVER_COORDINATOR})
+_FETCHING = _TAKING | {ConsumerState.REJOINING}
 
 
 def _check_at_least(*settings: tuple[str, int, int]) -> None:
@@ -106,6 +109,7 @@ class Consumer:
         heartbeat_interval_ms: int = 3_000,
         rebalance_timeout_ms: int | None = None,
         partition_assignment_strategy: str = "range",
+        rebalance_protocol: str = "incremental",
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 50 * 1024 * 1024,
@@ -139,7 +143,8 @@ class Consumer:
             group_id=group_id, session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, rebalance_timeout_ms=rebalance_timeout_ms,
             assignment_strategy=partition_assignment_strategy, retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms, group_instance_id=group_instance_id)
+            request_timeout_ms=request_timeout_ms, group_instance_id=group_instance_id,
+            rebalance_protocol=rebalance_protocol)
         self._max_poll_records = max_poll_records
         self._backoff = retry_backoff_ms / 1000
         self._api_timeout = default_api_timeout_ms / 1000
@@ -164,7 +169,12 @@ class Consumer:
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
         self._auto_commit_future: Future[None] | None = None
         self._owned: list[TopicPartition] = []  # told to the listener as assigned
+        if self._group is not None:
+            self._group.owned = lambda: self._owned
         self._revoke_commit: Future[None] | None = None
+        #: incremental: the partitions an answer took away, told to the listener once their
+        #: commit is answered
+        self._letting_go: list[TopicPartition] | None = None
         self._incoming: tuple[int, list[TopicPartition]] | None = None  # generation, partitions
         self._incoming_offsets: Future[Offsets] | None = None
         self._incoming_retry_at = 0.0
@@ -223,7 +233,8 @@ class Consumer:
         self._metadata.set_topics({tp.topic for tp in tps})
 
     def assignment(self) -> set[TopicPartition]:
-        """The partitions this consumer reads now (empty while a rebalance is under way)."""
+        """The partitions this consumer reads now (eager rebalancing: none while a rebalance
+        is under way; incremental: those it keeps stay)."""
         return set(self._positions.assigned())
 
     def subscription(self) -> set[str]:
@@ -403,15 +414,38 @@ class Consumer:
             self._revoke(group)
         assignment = group.take_assignment()
         if assignment is not None:
-            self._incoming = (group.generation, assignment)
-            self._incoming_offsets = None
-            self._incoming_retry_at = 0.0
+            self._reconcile(group, assignment)
         if self._incoming is not None:
             self._take_incoming(group)
-        fetching = group.state in _FETCHING and self._incoming is None
-        if fetching:
+        fetching = group.state in _FETCHING
+        if group.state in _TAKING and not group.revocation_pending:
             self._maybe_auto_commit(as_member=True)
         return fetching
+
+    def _reconcile(self, group: GroupMembership, assignment: list[TopicPartition]) -> None:
+        """A JoinGroup's answer against what is owned: the partitions it leaves out are let go
+        of (an incremental member still owns some; an eager one owns none by now), the new
+        ones taken once their committed offsets are known, and the rest never stop."""
+        given = set(assignment)
+        lost = [tp for tp in self._owned if tp not in given]
+        if lost:
+            self._let_go(group, lost)
+        owned = set(self._owned)
+        self._incoming = (group.generation, [tp for tp in assignment if tp not in owned])
+        self._incoming_offsets = None
+        self._incoming_retry_at = 0.0
+
+    def _let_go(self, group: GroupMembership, lost: list[TopicPartition]) -> None:
+        """Incremental: stop fetching ``lost`` now and commit what was consumed of them; the
+        listener is told, and the member rejoins, once the commit is answered (``_revoke``)."""
+        offsets = {tp: o for tp in lost if (o := self._positions.position(tp)) is not None}
+        gone = set(lost)
+        self._owned = [tp for tp in self._owned if tp not in gone]
+        self._positions.assign(self._owned)
+        if self._auto_commit and offsets and self._commits is not None and group.is_member:
+            self._revoke_commit = self._commits.send_commit(offsets, as_member=True)
+        self._letting_go = lost
+        group.revocation_pending = True
 
     def _match_pattern(self) -> None:
         """Seed "Wildcard Subscription": the topics matching the pattern, from metadata of all
@@ -426,30 +460,48 @@ class Consumer:
     def _revoke(self, group: GroupMembership) -> None:
         """Stopped consumption: commit what was consumed (auto-commit), tell the listener,
         forget the partitions; then the JoinGroup may go. Waits for the commit's answer across
-        turns of ``poll`` rather than blocking."""
+        turns of ``poll`` rather than blocking. (Incremental, after ``_let_go``: the same for
+        the partitions let go of, and the member rejoins.)"""
+        if self._letting_go is not None:
+            if self._revoke_commit is not None and not self._wait_revoke_commit(group):
+                return
+            lost, self._letting_go = self._letting_go, None
+            self._subscription.listener.on_partitions_revoked(lost)
+            if group.state is not ConsumerState.STOPPED_CONSUMPTION:
+                group.revoked()
+                group.rejoin(f"let go of {len(lost)} partitions")
+                return
+            # it lost its place meanwhile: every other partition goes too
         if self._revoke_commit is None and self._auto_commit and group.is_member:
             offsets = self._consumed_offsets()
             if offsets and self._commits is not None:
                 self._revoke_commit = self._commits.send_commit(offsets, as_member=True)
-        if self._revoke_commit is not None:
-            if not self._revoke_commit.done():
-                return
-            error = self._revoke_commit.exception()
-            if error is not None:
-                log.info("revocation_commit_failed group=%s error=%s", group.group_id, error)
-            self._revoke_commit = None
+        if self._revoke_commit is not None and not self._wait_revoke_commit(group):
+            return
         revoked, self._owned = self._owned, []
         self._positions.assign([])
         self._incoming = self._incoming_offsets = None
         group.revoked()
         self._subscription.listener.on_partitions_revoked(revoked)
 
+    def _wait_revoke_commit(self, group: GroupMembership) -> bool:
+        """Whether the revocation's commit is answered (a failure is logged: the partitions
+        are let go of all the same)."""
+        assert self._revoke_commit is not None
+        if not self._revoke_commit.done():
+            return False
+        error = self._revoke_commit.exception()
+        if error is not None:
+            log.info("revocation_commit_failed group=%s error=%s", group.group_id, error)
+        self._revoke_commit = None
+        return True
+
     def _take_incoming(self, group: GroupMembership) -> None:
         """The new partitions start at their committed offsets (else per
         ``auto_offset_reset``); then the listener is told."""
         assert self._incoming is not None and self._commits is not None
         generation, partitions = self._incoming
-        if generation != group.generation or group.state not in _FETCHING:
+        if generation != group.generation or group.state not in _TAKING:
             return  # wait: a rebalance or a coordinator move is under way
         if partitions and self._incoming_offsets is None:
             if time.monotonic() < self._incoming_retry_at:
@@ -469,11 +521,11 @@ class Consumer:
                 return
             committed = future.value
         self._incoming = None
-        self._positions.assign(partitions)
+        self._owned += partitions
+        self._positions.assign(self._owned)
         for tp, offset in committed.items():
             if offset >= 0 and self._positions.is_assigned(tp):
                 self._positions.seek(tp, offset)
-        self._owned = list(partitions)
         self._subscription.listener.on_partitions_assigned(list(partitions))
 
     # ----------------------------------------------------------------------------- commits
@@ -609,7 +661,8 @@ class Consumer:
                     log.info("final_commit_failed group=%s error=%s", group.group_id, exc)
         if not uses_group:
             return
-        revoked, self._owned = self._owned, []
+        revoked, self._owned = (self._letting_go or []) + self._owned, []
+        self._letting_go = None
         self._positions.assign([])
         self._incoming = self._incoming_offsets = None
         try:

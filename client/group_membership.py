@@ -11,8 +11,14 @@ The consumer's own part of a rebalance -- commit, tell the listener, take the ne
 committed offsets -- happens in between, through two hand-overs:
 
 - ``revocation_pending``: the member was told to rejoin while it owned partitions (Part of a
-  group -> Stopped consumption). No JoinGroup goes out until the consumer calls ``revoked()``.
+  group -> Stopped consumption), or -- incremental -- its answer left out partitions it owned.
+  No JoinGroup goes out until the consumer calls ``revoked()``.
 - ``take_assignment()``: a JoinGroup succeeded; the partitions to own, once.
+
+An incremental member (``rebalance_protocol="incremental"``, the default) rejoins without
+stopping (Rejoining while consuming): its JoinGroup names what it owns (``owned_partitions``,
+read from the consumer through ``owned``), and the answer's difference from that is what it
+lets go of and what it gains.
 """
 
 from __future__ import annotations
@@ -44,7 +50,10 @@ log = logging.getLogger("odradek.consumer")
 
 _S = ConsumerState
 _E = ConsumerEvent
-_JOINING = frozenset({_S.DISCOVER_COORDINATOR, _S.STOPPED_CONSUMPTION})
+_JOINING = frozenset({_S.DISCOVER_COORDINATOR, _S.STOPPED_CONSUMPTION, _S.REJOINING})
+_LOOKING_UP = frozenset({_S.DISCOVER_COORDINATOR, _S.REDISCOVER_COORDINATOR, _S.REJOINING})
+#: JoinGroup v3's rebalance protocols
+EAGER, INCREMENTAL = "eager", "incremental"
 _JOIN_SLACK = 5.0  # seconds a JoinGroup may take beyond the rebalance timeout (as Kafka)
 
 
@@ -64,12 +73,19 @@ class GroupConfig:
     #: KIP-345's static membership (group.instance.id): a restart within the session timeout
     #: takes this member's place and partitions back with no rebalance
     group_instance_id: str | None = None
+    #: "incremental": keep fetching the partitions kept through a rebalance, let go only of
+    #: those that move (KIP-429's cooperative rebalancing, decided by the broker); "eager":
+    #: the seed's stop-everything rebalance
+    rebalance_protocol: str = INCREMENTAL
 
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ConfigError("group_id must not be empty")
         if self.group_instance_id is not None and not self.group_instance_id:
             raise ConfigError("group_instance_id must not be empty (None: a dynamic member)")
+        if self.rebalance_protocol not in (EAGER, INCREMENTAL):
+            raise ConfigError(f"rebalance_protocol={self.rebalance_protocol!r} must be "
+                              f"{INCREMENTAL!r} or {EAGER!r}")
         if self.session_timeout_ms < 1:
             raise ConfigError(f"session_timeout_ms={self.session_timeout_ms} must be at least 1")
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
@@ -101,6 +117,8 @@ class GroupMembership:
         self.member_id = NO_MEMBER
         self.generation = NO_GENERATION
         self.revocation_pending = False
+        #: incremental: what the consumer owns now (named in each JoinGroup)
+        self.owned: Callable[[], Iterable[TopicPartition]] = tuple
         self._subscribed = False
         self._subscription: frozenset[str] = frozenset()
         self._joined_with: frozenset[str] | None = None
@@ -118,6 +136,10 @@ class GroupMembership:
     @property
     def group_id(self) -> str:
         return self.config.group_id
+
+    @property
+    def incremental(self) -> bool:
+        return self.config.rebalance_protocol == INCREMENTAL
 
     # ------------------------------------------------------------------------ the consumer
 
@@ -151,7 +173,7 @@ class GroupMembership:
                 self._send_join()
         elif self.state is _S.PART_OF_GROUP:
             if self._rejoin_reason is not None:
-                self._stop_consumption(self._rejoin_reason)
+                self._rebalance(self._rejoin_reason)
             elif self._heartbeat is None and now >= self._next_heartbeat:
                 self._send_heartbeat(now)
         elif self.state is _S.REDISCOVER_COORDINATOR:
@@ -166,11 +188,16 @@ class GroupMembership:
         """The consumer has committed and told its listener: the JoinGroup may go."""
         self.revocation_pending = False
 
+    def rejoin(self, reason: str) -> None:
+        """Rejoin at the next ``poll`` (incremental: the member let go of partitions, and the
+        coordinator's next round waits for it)."""
+        self._rejoin_reason = reason
+
     def request_rejoin(self, code: ErrorCode, reason: str) -> None:
         """An answer (e.g. to an OffsetCommit) said the member must rejoin."""
         self._forget(code)
         if self.state is _S.PART_OF_GROUP:
-            self._stop_consumption(reason)
+            self._rebalance(reason, keep=code is ErrorCode.REBALANCE_IN_PROGRESS)
 
     def _coordinator_connection_closed(self, reason: str) -> None:
         if self.state is _S.DOWN:
@@ -233,10 +260,13 @@ class GroupMembership:
             "protocol_type": "",
             "protocols": [],
             "group_instance_id": config.group_instance_id,
+            "rebalance_protocol": config.rebalance_protocol,
+            "owned_partitions": _by_topic(self.owned()) if self.incremental else [],
         }
+        self._rejoin_reason = None  # this join carries the subscription as it is now
         timeout = max(config.request_timeout_ms, config.rebalance_timeout) / 1000 + _JOIN_SLACK
         future = self._network.send(node, ApiKey.JOIN_GROUP, body, timeout=timeout,
-                                    api_version=2)
+                                    api_version=3)
         self._join = future
         future.add_done_callback(partial(self._on_join, topics))
 
@@ -278,7 +308,12 @@ class GroupMembership:
             self.coordinator_lost(reason)
         elif event is _E.REJOIN_NEEDED:
             self._forget(code)
-            self._move(event, reason)
+            if self.state is not _S.REJOINING:
+                self._move(event, reason)
+            elif code is ErrorCode.REBALANCE_IN_PROGRESS:
+                self._move(_E.REJOIN_CONSUMING, reason)
+            else:  # the group went on without this member: let go of everything
+                self._stop_consumption(reason)
         elif event is _E.BACK_OFF:
             self._retry_at = self._clock() + self._backoff
             self._move(event, reason)
@@ -342,7 +377,7 @@ class GroupMembership:
         self._errors.append(error)
 
     def _on_lookup(self, error: BaseException | None) -> None:
-        if self.state not in (_S.DISCOVER_COORDINATOR, _S.REDISCOVER_COORDINATOR):
+        if self.state not in _LOOKING_UP:
             return  # a commit's lookup, outside membership
         if error is None:
             self._move(_E.COORDINATOR_FOUND, f"coordinator is broker {self._lookup.broker_id}")
@@ -351,13 +386,23 @@ class GroupMembership:
         code = error.code if isinstance(error, BrokerError) else None
         if code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             self._move(_E.BACK_OFF, f"FindCoordinator: {code.name}")
-        elif code is not None and not code.retriable and self.state is _S.DISCOVER_COORDINATOR:
+        elif (code is not None and not code.retriable
+              and self.state is not _S.REDISCOVER_COORDINATOR):
             self._move(_E.JOIN_REJECTED, f"FindCoordinator: {code.name}")
             self._errors.append(error)
         else:
             self._move(_E.COORDINATOR_LOST, f"FindCoordinator: {error}")
 
     # ------------------------------------------------------------------------------ moves
+
+    def _rebalance(self, reason: str, *, keep: bool = True) -> None:
+        """Rejoin: an incremental member keeps fetching (unless ``keep`` is False: it may have
+        lost its partitions already); an eager one stops first."""
+        if self.incremental and keep:
+            self._rejoin_reason = None
+            self._move(_E.REJOIN_CONSUMING, reason)
+        else:
+            self._stop_consumption(reason)
 
     def _stop_consumption(self, reason: str) -> None:
         self._rejoin_reason = None
@@ -389,6 +434,14 @@ class GroupMembership:
         elif event is not _E.HEARTBEAT_OK:
             log.debug("consumer_event group=%s state=%r event=%r reason=%r",
                       self.group_id, before.value, event.value, reason)
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
+    """Partitions as JoinGroup's ``[{topic, partitions}]``."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
 
 
 def _outcome(future: Future[dict[str, Any]]) -> tuple[BaseException | None, ErrorCode | None]:

@@ -21,6 +21,7 @@ class ConsumerState(Enum):
     PART_OF_GROUP = "Part of a group"
     REDISCOVER_COORDINATOR = "Re-discover coordinator"
     STOPPED_CONSUMPTION = "Stopped consumption"
+    REJOINING = "Rejoining while consuming"
 
 
 # seed 001 "State diagram", Consumer
@@ -38,7 +39,13 @@ STATE_DESCRIPTIONS: dict[ConsumerState, str] = {
         "co-ordinator\".",
     ConsumerState.STOPPED_CONSUMPTION:
         "Seed: \"the consumer stops consumption and commits offsets, until it joins the group "
-        "again\".",
+        "again\". An eager member's rebalance; an incremental member's only when it lost its "
+        "place in the group.",
+    ConsumerState.REJOINING:
+        "Not in the seed: an incremental member's rebalance. It keeps fetching every "
+        "partition it owns while its JoinGroup (naming them as owned_partitions) is held; the "
+        "answer says which to let go of and which are new. The coordinator gives none of "
+        "them to another member before it has rejoined without them.",
 }
 
 
@@ -49,6 +56,7 @@ class ConsumerEvent(Enum):
     JOIN_REJECTED = "join rejected"
     HEARTBEAT_OK = "heartbeat ok"
     REJOIN_NEEDED = "rejoin needed"
+    REJOIN_CONSUMING = "rejoin needed, still consuming"
     COORDINATOR_LOST = "coordinator lost"
     BACK_OFF = "back off"
     FENCED = "fenced"
@@ -96,9 +104,17 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
     _T(_S.PART_OF_GROUP, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
                "Heartbeat or OffsetCommit: REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or "
                "UNKNOWN_MEMBER_ID; or the subscription changed (subscribe(), or the topics a "
-               "pattern matches)",
+               "pattern matches). An incremental member: ILLEGAL_GENERATION or "
+               "UNKNOWN_MEMBER_ID only (its partitions may have new owners already)",
                "stop fetching; commit offsets (unless the member is unknown); revoke the "
                "partitions (listener); send JoinGroup with the member id (empty if unknown)"),
+    _T(_S.PART_OF_GROUP, _E.REJOIN_CONSUMING, _S.REJOINING,
+               "an incremental member: Heartbeat or OffsetCommit: REBALANCE_IN_PROGRESS; the "
+               "subscription changed; or it has just let go of partitions its last answer "
+               "left out (the coordinator's next round waits for it)",
+               "keep fetching every partition it owns; send JoinGroup with the member id and "
+               "those partitions (owned_partitions) once the ones let go of are committed and "
+               "the listener told"),
     _T(_S.PART_OF_GROUP, _E.COORDINATOR_LOST, _S.REDISCOVER_COORDINATOR,
                "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no heartbeat answer within the "
                "session timeout, or connection closed",
@@ -139,6 +155,33 @@ CONSUMER_MACHINE: TransitionTable[ConsumerState, ConsumerEvent] = TransitionTabl
     _T(_S.STOPPED_CONSUMPTION, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
     _T(_S.STOPPED_CONSUMPTION, _E.CLOSE, _S.DOWN,
                "close() or unsubscribe()", "send LeaveGroup"),
+    _T(_S.REJOINING, _E.JOINED, _S.PART_OF_GROUP,
+               "JoinGroup answered without error",
+               "stop fetching the partitions the answer leaves out, commit them, tell the "
+               "listener of just those, then rejoin at once; start the new ones from their "
+               "committed offsets and tell the listener of just those; the others never stop"),
+    _T(_S.REJOINING, _E.REJOIN_CONSUMING, _S.REJOINING,
+               "JoinGroup: REBALANCE_IN_PROGRESS", "keep fetching; send JoinGroup again"),
+    _T(_S.REJOINING, _E.REJOIN_NEEDED, _S.STOPPED_CONSUMPTION,
+               "JoinGroup: UNKNOWN_MEMBER_ID (the group went on without this member: its "
+               "partitions may have new owners)",
+               "stop fetching; revoke every partition (listener); join as a new member"),
+    _T(_S.REJOINING, _E.COORDINATOR_LOST, _S.REJOINING,
+               "NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no answer, or connection closed",
+               "keep fetching; send FindCoordinator"),
+    _T(_S.REJOINING, _E.COORDINATOR_FOUND, _S.REJOINING,
+               "FindCoordinator answered", "send JoinGroup again, still fetching"),
+    _T(_S.REJOINING, _E.BACK_OFF, _S.REJOINING,
+               "COORDINATOR_LOAD_IN_PROGRESS or another retriable error",
+               "keep fetching; send JoinGroup again after the backoff"),
+    _T(_S.REJOINING, _E.JOIN_REJECTED, _S.DOWN,
+               "JoinGroup: INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_ASSIGNMENT_STRATEGY, "
+               "INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID or INVALID_REQUEST",
+               "stop fetching; raise to the caller"),
+    _T(_S.REJOINING, _E.FENCED, _S.DOWN, _FENCED, _FENCED_EFFECT),
+    _T(_S.REJOINING, _E.CLOSE, _S.DOWN,
+               "close() or unsubscribe()",
+               "commit offsets (auto-commit); revoke the partitions (listener); send LeaveGroup"),
 ])
 
 #: the event an error in a JoinGroup, Heartbeat or OffsetCommit answer means to the consumer

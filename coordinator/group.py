@@ -37,6 +37,14 @@ class JoinRequest:
     protocols: Protocols = ()
     #: KIP-345: a static member's name across restarts; None for a dynamic member
     instance_id: str | None = None
+    #: an incremental member keeps fetching while it rejoins: ``owned`` is what it still holds
+    incremental: bool = False
+    owned: Assignment = ()
+
+    def holds(self) -> Assignment:
+        """What the member may still be fetching: an eager member let go of everything
+        before it rejoined."""
+        return self.owned if self.incremental else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +90,10 @@ class Member:
     sync: Hashable | None = None
     #: KIP-345: a static member's name across restarts; None for a dynamic member
     instance_id: str | None = None
+    #: what the strategy last meant the member to own; ``assignment`` lags behind it while
+    #: other members revoke (incremental rounds). Kept in memory only: the next round's
+    #: strategy starts from it, so a follow-up round does not move the target again
+    target: Assignment | None = None
 
     @classmethod
     def from_join(cls, member_id: str, join: JoinRequest) -> Member:
@@ -138,6 +150,16 @@ class Round:
     assignments: dict[str, Assignment]
     new_member_ids: frozenset[str]
     assignment_bytes: dict[str, bytes] = field(default_factory=dict)
+    #: what the strategy meant each member to own; partitions of it missing from
+    #: ``assignments`` are still held by members that must revoke them first
+    targets: dict[str, Assignment] = field(default_factory=dict)
+
+    @property
+    def withheld(self) -> bool:
+        """Whether some partition waits for its owner to revoke it (incremental rounds): the
+        next round starts as soon as this one is written."""
+        return any(len(self.assignments[mid]) != len(target)
+                   for mid, target in self.targets.items())
 
 
 @dataclass(slots=True)

@@ -62,6 +62,7 @@ class GroupEvent(Enum):
     MEMBER_JOINED_BEFORE_SYNC = "new or changed member joins before the leader's SyncGroup"
     MEMBER_LEFT_BEFORE_SYNC = "member leaves or expires before the leader's SyncGroup"
     GENERATION_WRITTEN = "generation written"
+    PARTITIONS_WITHHELD = "generation withholds partitions"
     GENERATION_WRITE_FAILED = "generation write failed"
     OFFSETS_EXPIRED = "offsets expired"
     DELETED = "DeleteGroups"
@@ -141,7 +142,9 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
             "every member has rejoined and any initial delay is over, or the rebalance timeout "
             "passed; someone joined",
             "drop members that did not rejoin; give new members ids <group>-<uuid>; compute "
-            "generation + 1 and its assignment; append the group record. When the leader "
+            "generation + 1 and its assignment; append the group record. A partition that an "
+            "incremental member still holds (its owned_partitions) goes to nobody else in "
+            "this generation: the strategy's target waits for its revocation. When the leader "
             "assigns: generation + 1, the leader (the current one if still a member, else the "
             "first to have joined) and the protocol (each member votes for its first one that "
             "all support; ties go to the leader's preference) are chosen, every held JoinGroup "
@@ -251,6 +254,15 @@ GROUP_MACHINE: TransitionTable[GroupState, GroupEvent] = TransitionTable(
             "a subscribed topic was created or gained partitions, or a loaded assignment no "
             "longer matches the topics (not when the leader assigns)",
             "members are told in heartbeats",
+        ),
+        Transition(
+            _S.STEADY, _E.PARTITIONS_WITHHELD, _S.PREPARE_REBALANCE,
+            "the generation just written withholds partitions from their new owners, because "
+            "incremental members still hold them (right after generation written)",
+            "start the next join phase at once; heartbeats tell members to rejoin. The members "
+            "that lost partitions commit them, stop fetching them and rejoin without them; the "
+            "others rejoin still fetching; the withheld partitions go to their new owners when "
+            "the phase ends",
         ),
         Transition(_S.STEADY, _E.UNLOADED, _S.DEAD, _UNLOADED, _UNLOAD),
     ],

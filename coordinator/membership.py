@@ -53,8 +53,13 @@ from coordinator.loader import OffsetsPartitions
 from coordinator.offsets_topic import GroupKey, GroupValue, group_record
 from coordinator.outbox import Outbox
 from protocol.errors import ErrorCode
+from protocol.partitions import TopicPartition
 
 log = structlog.get_logger("odradek.coordinator")
+
+#: JoinGroup v3's rebalance protocols: the member lets go of everything before it rejoins, or
+#: keeps fetching what it owns and lets go only of what its answer leaves out
+EAGER, INCREMENTAL = "eager", "incremental"
 
 #: partitions of a topic, or None if the topic does not exist (injected by the broker)
 TopicPartitionsLookup = Callable[[str], int | None]
@@ -127,6 +132,9 @@ class Membership:
             ctx.token, ctx.connection, member_id, ctx.client_id, ctx.client_host, session,
             rebalance if rebalance > 0 else session, subscription, strategy, protocol_type,
             offered, body.get("group_instance_id"),
+            body.get("rebalance_protocol", EAGER) == INCREMENTAL,
+            tuple(TopicPartition(t["topic"], p)
+                  for t in body.get("owned_partitions", ()) for p in t["partitions"]),
         )
         self._accept_join(group, join, ctx.now_ms)
 
@@ -153,6 +161,12 @@ class Membership:
         if instance_id is not None and (not instance_id or body.get("protocol_type", "")):
             return (_E.INVALID_REQUEST,
                     "group_instance_id must be non-empty, in a group the broker assigns")
+        rebalance_protocol = body.get("rebalance_protocol", EAGER)
+        if rebalance_protocol not in (EAGER, INCREMENTAL) or (
+                rebalance_protocol == INCREMENTAL and body.get("protocol_type", "")):
+            return (_E.INVALID_REQUEST,
+                    f"rebalance_protocol {rebalance_protocol!r} is not {EAGER!r} or "
+                    f"{INCREMENTAL!r} ({INCREMENTAL!r} only in a group the broker assigns)")
         low = self.config.group_min_session_timeout_ms
         high = self.config.group_max_session_timeout_ms
         if not low <= session <= high:
@@ -543,7 +557,11 @@ class Membership:
         )
 
     def _assign(self, group: Group) -> Round:
-        """New members get their ids; the group's strategy assigns the next generation."""
+        """New members get their ids; the group's strategy assigns the next generation.
+
+        Revoke, then assign (KIP-848's rule): a partition an incremental member still holds
+        is withheld from a new owner until the holder has rejoined without it, so no
+        partition ever has two owners while the ones that stay put never stop."""
         new_ids = []
         for join in group.new_joins:
             member_id = f"{group.group_id}-{self._new_uuid()}"
@@ -551,12 +569,19 @@ class Membership:
             new_ids.append(member_id)
         group.new_joins = []
         subscriptions = {mid: m.subscription for mid, m in group.members.items()}
-        assignments = self.strategies[group.strategy].assign(
+        targets = self.strategies[group.strategy].assign(
             subscriptions,
             self._partition_counts(group.subscribed_topics()),
-            {mid: m.assignment for mid, m in group.members.items()},
+            {mid: m.assignment if m.target is None else m.target
+             for mid, m in group.members.items()},
         )
-        return Round(group.generation + 1, assignments, frozenset(new_ids))
+        holder = {tp: mid for mid, m in group.members.items() if m.join is not None
+                  for tp in m.join.holds()}
+        assignments = {
+            mid: tuple(tp for tp in target if holder.get(tp, mid) == mid)
+            for mid, target in targets.items()
+        }
+        return Round(group.generation + 1, assignments, frozenset(new_ids), targets=targets)
 
     def _generation_written(
         self, group: Group, this_round: Round, error: ErrorCode, now_ms: int
@@ -570,6 +595,7 @@ class Membership:
                            now_ms)
             for member in group.members.values():
                 member.assignment = this_round.assignments[member.member_id]
+                member.target = this_round.targets.get(member.member_id)
                 if group.leader_assigns:
                     member.assignment_bytes = this_round.assignment_bytes[member.member_id]
                 if member.sync is not None:
@@ -582,6 +608,10 @@ class Membership:
         else:
             self._round_failed(group, this_round, error, now_ms)
         self._replay_deferred(group, now_ms)
+        if error is ErrorCode.NONE and group.state is _S.STEADY and this_round.withheld:
+            self._out.move(group, _G.PARTITIONS_WITHHELD,
+                           f"generation {group.generation} waits for revocations", now_ms)
+            self._begin_join_phase(group, now_ms, first_round=False)
         self._maybe_end_join_phase(group, now_ms)
 
     def _round_failed(self, group: Group, this_round: Round, error: ErrorCode,

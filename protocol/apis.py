@@ -332,7 +332,7 @@ FIND_COORDINATOR = Api(
 # ------------------------------------------------------------------------------------ JoinGroup
 ASSIGNMENT = Array(_s("TopicPartitions", _f("topic", STRING), _f("partitions", Array(INT32))))
 JOIN_GROUP = Api(
-    ApiKey.JOIN_GROUP, "JoinGroup", 0, 2,
+    ApiKey.JOIN_GROUP, "JoinGroup", 0, 3,
     _s("JoinGroupRequest",
        _f("group_id", STRING),
        _f("session_timeout_ms", INT32, "seed: SessionTimeout"),
@@ -354,7 +354,14 @@ JOIN_GROUP = Api(
        _f("group_instance_id", NSTRING,
           "KIP-345's static membership: the member's name across restarts (null: a dynamic "
           "member). A join with an empty member_id and a known instance id takes that "
-          "member's place and assignment without a rebalance", since=2)),
+          "member's place and assignment without a rebalance", since=2),
+       _f("rebalance_protocol", STRING,
+          "eager (as v0-v2): the member has let go of every partition before it rejoins; "
+          "incremental: it keeps fetching the partitions it owns while it rejoins, and lets "
+          "go only of those its answer leaves out", since=3),
+       _f("owned_partitions", ASSIGNMENT,
+          "incremental: the partitions the member still owns; the coordinator gives none of "
+          "them to another member until this one has rejoined without them", since=3)),
     _s("JoinGroupResponse", ERROR_CODE, ERROR_MESSAGE,
        _f("generation_id", INT32, "seed: GroupGenerationId"),
        _f("member_id", STRING, "seed: ConsumerId, <group>-<uuid>"),
@@ -372,7 +379,8 @@ JOIN_GROUP = Api(
     "Join (or rejoin) a group. With protocol_type empty, one round: the coordinator computes "
     "the assignment and returns each member's share in its own response. Otherwise (v1, "
     "Kafka's classic protocol) the leader gets every member's metadata, assigns, and sends "
-    "the assignments with SyncGroup. v2 adds static membership (group_instance_id).",
+    "the assignments with SyncGroup. v2 adds static membership (group_instance_id); v3 "
+    "incremental rebalancing (rebalance_protocol, owned_partitions).",
 )
 
 SYNC_GROUP = Api(

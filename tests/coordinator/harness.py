@@ -231,6 +231,13 @@ def owned(body_assignment: list[dict[str, Any]]) -> set[tuple[str, int]]:
     return {(a["topic"], p) for a in body_assignment for p in a["partitions"]}
 
 
+def assignment_body(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
 @dataclass
 class Consumer:
     """A test's stand-in for one group member: it remembers its id, generation and partitions
@@ -248,6 +255,9 @@ class Consumer:
     generation: int = -1
     partitions: set[tuple[str, int]] = field(default_factory=set)
     pending: int | None = None
+    #: JoinGroup v3's incremental protocol: it rejoins holding ``partitions``, which the
+    #: answer may shrink (revoked) or grow (assigned)
+    incremental: bool = False
 
     def join(self, **overrides: Any) -> int:
         body = {
@@ -255,9 +265,18 @@ class Consumer:
             "rebalance_timeout_ms": self.rebalance_timeout_ms, "topics": list(self.topics),
             "member_id": self.member_id, "assignment_strategy": self.strategy,
         }
+        version = 0
+        if self.incremental:
+            body.update({
+                "protocol_type": "", "protocols": [], "group_instance_id": None,
+                "rebalance_protocol": "incremental",
+                "owned_partitions": assignment_body(self.partitions),
+            })
+            version = 3
         body.update(overrides)
         self.pending = self.driver.send(
-            ApiKey.JOIN_GROUP, body, client_id=self.client_id, connection=self.connection
+            ApiKey.JOIN_GROUP, body, client_id=self.client_id, connection=self.connection,
+            version=version,
         )
         return self.pending
 
@@ -305,16 +324,22 @@ class Consumer:
 
 def form_group(consumers: list[Consumer]) -> list[Consumer]:
     """The consumers join one after another, each join a round of its own, so generation ends
-    at ``len(consumers)`` with every one a member."""
+    at ``len(consumers)`` with every one a member (incremental members: more, as each round
+    that withholds partitions is followed by another)."""
     consumers[0].join_now()
+    driver = consumers[0].driver
     for i in range(1, len(consumers)):
         consumers[i].join()
         for c in consumers[:i]:
             c.join()
-        for c in consumers[: i + 1]:
-            answer = c.joined()
-            assert answer is not None and answer["error_code"] == 0
-    driver = consumers[0].driver
+        while True:
+            for c in consumers[: i + 1]:
+                answer = c.joined()
+                assert answer is not None and answer["error_code"] == 0
+            if driver.group(consumers[0].group_id).state is not GroupState.PREPARE_REBALANCE:
+                break
+            for c in consumers[: i + 1]:
+                c.join()
     assert driver.group(consumers[0].group_id).state is GroupState.STEADY
     return consumers
 

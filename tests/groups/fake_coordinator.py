@@ -3,7 +3,8 @@ answers a real coordinator will not give on demand: NOT_COORDINATOR, COORDINATOR
 an unknown member, a heartbeat that never comes back.
 
 The coordinator is deliberately simple: one member at a time; every JoinGroup is answered at
-once with the next generation and every partition of the subscribed topics; heartbeats and
+once with the next generation and every partition of the subscribed topics (but those in
+``withhold``); heartbeats and
 commits from the current member and generation succeed. ``faults`` (from ``FakeBroker``) decide
 the exceptions: ``answer_code(api, code)`` makes one answer carry an error code.
 """
@@ -26,6 +27,8 @@ class FakeCoordinatorBroker(FakeBroker):
         self.member_id = ""
         self.committed: dict[tuple[str, int], int] = {}
         self.left: list[str] = []
+        #: partitions every JoinGroup answer leaves out (an incremental member lets go of them)
+        self.withhold: set[tuple[str, int]] = set()
 
     def group_requests(self, api: ApiKey) -> list[dict[str, Any]]:
         with self._lock:
@@ -42,7 +45,8 @@ class FakeCoordinatorBroker(FakeBroker):
                 return join_error(ErrorCode.UNKNOWN_MEMBER_ID, body["member_id"])
             self.generation += 1
             self.member_id = body["member_id"] or f"{body['group_id']}-{uuid.uuid4()}"
-            owned = [{"topic": t, "partitions": list(range(self.partition_counts[t]))}
+            owned = [{"topic": t, "partitions": [p for p in range(self.partition_counts[t])
+                                                 if (t, p) not in self.withhold]}
                      for t in body["topics"] if t in self.partition_counts]
             return {"error_code": 0, "error_message": None, "generation_id": self.generation,
                     "member_id": self.member_id, "assignment_strategy": "range",

@@ -1,12 +1,13 @@
 """A group member in its own process, for integration tests: ``python -m tests.groups.member``.
 
 It subscribes, polls, and prints one JSON object per line on stdout for everything a test checks:
-``assigned`` / ``revoked`` (with generation and member id), ``records`` ([partition key, offset,
-value] triples), ``committed``, ``commit_failed``, ``state`` changes. SIGTERM closes it cleanly
-(commit, leave); SIGUSR1 makes it stop calling ``poll()`` for ``--pause-ms``, then commit -- a
-consumer that stalled past its session timeout. ``--out FILE`` appends every event to FILE too
-(flushed per line: what a killed member processed is there), and ``--process-ms`` spends that
-long on each batch before committing it, as a consumer with work to do.
+``assigned`` / ``revoked`` (with generation, member id and what it owns after), ``records``
+([partition key, offset, value] triples), ``committed``, ``commit_failed``, ``state`` changes.
+SIGTERM closes it cleanly (commit, leave); SIGUSR1 makes it stop calling ``poll()`` for
+``--pause-ms``, then commit -- a consumer that stalled past its session timeout. ``--out FILE``
+appends every event to FILE too (flushed per line: what a killed member processed is there), and
+``--process-ms`` spends that long on each batch before committing it, as a consumer with work to
+do.
 """
 
 from __future__ import annotations
@@ -43,13 +44,19 @@ class Reporter(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         assert self.consumer is not None
         emit(event="revoked", generation=self.consumer.generation,
-             partitions=sorted(map(tp_key, revoked)))
+             partitions=sorted(map(tp_key, revoked)), owned=self._owned())
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        """``partitions``: everything it owns now (incremental rebalancing tells the listener
+        of the new ones only: ``added``)."""
         assert self.consumer is not None
         emit(event="assigned", generation=self.consumer.generation,
-             member=self.consumer.member_id, partitions=sorted(map(tp_key, assigned)),
-             t=time.monotonic())
+             member=self.consumer.member_id, partitions=self._owned(),
+             added=sorted(map(tp_key, assigned)), t=time.monotonic())
+
+    def _owned(self) -> list[str]:
+        assert self.consumer is not None
+        return sorted(map(tp_key, self.consumer.assignment()))
 
 
 def main() -> int:
@@ -68,6 +75,7 @@ def main() -> int:
     parser.add_argument("--request-timeout-ms", type=int, default=30_000)
     parser.add_argument("--process-ms", type=int, default=0)
     parser.add_argument("--out")
+    parser.add_argument("--rebalance-protocol", default="incremental")
     args = parser.parse_args()
     global OUT
     if args.out:
@@ -100,6 +108,7 @@ def main() -> int:
         request_timeout_ms=args.request_timeout_ms,
         metadata_max_age_ms=args.metadata_max_age_ms,
         max_poll_records=args.max_poll_records,
+        rebalance_protocol=args.rebalance_protocol,
         fetch_max_wait_ms=100,
     )
     reporter.consumer = consumer

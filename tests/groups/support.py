@@ -148,12 +148,14 @@ def last_assignment(events: Sequence[Event]) -> Event | None:
 
 
 def owns(events: Sequence[Event]) -> set[str]:
-    """The partitions a member owns now: its last assignment unless revoked since."""
+    """The partitions a member owns now: as its last assignment or revocation left them."""
     owned: set[str] = set()
     for event in events:
         if event["event"] == "assigned":
             owned = set(event["partitions"])
-        elif event["event"] in ("revoked", "closed"):
+        elif event["event"] == "revoked":
+            owned = set(event["owned"])
+        elif event["event"] == "closed":
             owned = set()
     return owned
 

@@ -12,6 +12,7 @@ import pytest
 
 from client import (
     CommitFailedError,
+    ConfigError,
     Consumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
@@ -33,6 +34,7 @@ GROUP_SETTINGS = {
     "retry_backoff_ms": 20,
     "fetch_max_wait_ms": 50,
     "auto_offset_reset": "earliest",
+    "rebalance_protocol": "eager",  # the seed's rebalance; incremental has tests of its own
 }
 
 
@@ -196,6 +198,84 @@ def test_a_changed_subscription_rejoins(fake) -> None:
             T0, TopicPartition("u", 0), TopicPartition("u", 1)})
     assert fake.group_requests(ApiKey.JOIN_GROUP)[1]["topics"] == ["t", "u"]
     assert [c for c, _ in listener.calls] == ["assigned", "revoked", "assigned", "revoked"]
+
+
+# ------------------------------------------------------------------ incremental rebalancing
+
+U0, U1 = TopicPartition("u", 0), TopicPartition("u", 1)
+
+
+def incremental_consumer(fake: FakeCoordinatorBroker, **settings: object) -> Consumer:
+    return group_consumer(fake, rebalance_protocol="incremental", **settings)
+
+
+def test_an_incremental_member_rejoins_still_fetching_and_naming_what_it_owns(fake) -> None:
+    produce(fake, 5)
+    listener = Recorder()
+    with incremental_consumer(fake, auto_commit_interval_ms=60_000) as consumer:
+        consumer.subscribe(["t", "u"], listener=listener)
+        poll_until(consumer, lambda rs: len(rs) >= 5)
+        fake.faults.append(answer_code(ApiKey.HEARTBEAT, ErrorCode.REBALANCE_IN_PROGRESS))
+        poll_until(consumer, lambda _: consumer.generation == 2)
+        produce(fake, 3, start=5)
+        records = poll_until(consumer, lambda rs: len(rs) >= 3)
+        assert [r.value for r in records] == [b"5", b"6", b"7"]
+    # the listener hears of no revocation: the rebalance moved nothing
+    assert listener.calls[:2] == [("assigned", [T0, U0, U1]), ("assigned", [])]
+    second = fake.group_requests(ApiKey.JOIN_GROUP)[1]
+    assert second["rebalance_protocol"] == "incremental"
+    assert second["owned_partitions"] == [{"topic": "t", "partitions": [0]},
+                                          {"topic": "u", "partitions": [0, 1]}]
+    kinds = [ApiKey(r.header.api_key) for r in fake.requests
+             if r.header.api_key in (ApiKey.OFFSET_COMMIT, ApiKey.JOIN_GROUP)]
+    assert kinds[:2] == [ApiKey.JOIN_GROUP, ApiKey.JOIN_GROUP]  # no commit of everything
+
+
+def test_an_answer_that_leaves_a_partition_out_revokes_just_that_one(fake) -> None:
+    produce(fake, 4)
+    listener = Recorder()
+    with incremental_consumer(fake, auto_commit_interval_ms=60_000) as consumer:
+        consumer.subscribe(["t", "u"], listener=listener)
+        poll_until(consumer, lambda rs: len(rs) >= 4)
+        fake.withhold = {("u", 1)}
+        fake.faults.append(answer_code(ApiKey.HEARTBEAT, ErrorCode.REBALANCE_IN_PROGRESS))
+        # it lets go of u-1 and rejoins at once (generation 3) without it
+        poll_until(consumer, lambda _: consumer.generation == 3)
+        assert consumer.assignment() == {T0, U0}
+        fake.withhold = set()
+        fake.faults.append(answer_code(ApiKey.HEARTBEAT, ErrorCode.REBALANCE_IN_PROGRESS))
+        poll_until(consumer, lambda _: consumer.assignment() == {T0, U0, U1})
+    assert listener.calls[:4] == [("assigned", [T0, U0, U1]), ("assigned", []),
+                                  ("revoked", [U1]), ("assigned", [])]
+    assert ("assigned", [U1]) in listener.calls[4:]
+    joins = fake.group_requests(ApiKey.JOIN_GROUP)
+    assert joins[2]["owned_partitions"] == [{"topic": "t", "partitions": [0]},
+                                            {"topic": "u", "partitions": [0]}]
+    # what was consumed of u-1 is committed, and only that, before the join that lets it go
+    kinds = [(ApiKey(r.header.api_key), r.body) for r in fake.requests
+             if r.header.api_key in (ApiKey.OFFSET_COMMIT, ApiKey.JOIN_GROUP)]
+    assert [k for k, _ in kinds[:4]] == [ApiKey.JOIN_GROUP, ApiKey.JOIN_GROUP,
+                                         ApiKey.OFFSET_COMMIT, ApiKey.JOIN_GROUP]
+    revoke_commit = kinds[2][1]
+    assert [(t["name"], [p["partition"] for p in t["partitions"]])
+            for t in revoke_commit["topics"]] == [("u", [1])]
+    assert revoke_commit["generation_id"] == 2
+
+
+def test_an_incremental_member_that_lost_its_place_lets_go_of_everything(fake) -> None:
+    listener = Recorder()
+    with incremental_consumer(fake) as consumer:
+        consumer.subscribe(["t"], listener=listener)
+        poll_until_state(consumer, ConsumerState.PART_OF_GROUP)
+        fake.faults.append(answer_code(ApiKey.HEARTBEAT, ErrorCode.ILLEGAL_GENERATION))
+        poll_until(consumer, lambda _: consumer.generation == 2)
+    assert listener.calls[:3] == [("assigned", [T0]), ("revoked", [T0]), ("assigned", [T0])]
+    assert fake.group_requests(ApiKey.JOIN_GROUP)[1]["owned_partitions"] == []
+
+
+def test_an_unknown_rebalance_protocol_is_refused_at_once() -> None:
+    with pytest.raises(ConfigError, match="rebalance_protocol='lazy'"):
+        Consumer("127.0.0.1:1", group_id="g", rebalance_protocol="lazy")
 
 
 # ---------------------------------------------------------------------- coordinator moves

@@ -654,8 +654,9 @@ class _Narrator(ConsumerRebalanceListener):
         self.consumer = consumer
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        # incremental rebalancing names only the new partitions: report all it owns now
         _emit(event="assigned", generation=self.consumer.generation,
-              partitions=[str(tp) for tp in sorted(assigned)])
+              partitions=[str(tp) for tp in sorted(self.consumer.assignment())])
 
 
 def run_member(argv: Sequence[str]) -> int:

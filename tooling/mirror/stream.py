@@ -265,5 +265,6 @@ class _Listener(ConsumerRebalanceListener):
         self._stream.hand_over(revoked)
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
-        owned = ", ".join(map(str, sorted(assigned))) or "none"
+        # incremental rebalancing names only the new partitions: say what the stream has now
+        owned = ", ".join(map(str, sorted(self._stream.consumer.assignment()))) or "none"
         self._stream.note(f"mirror: {self._stream.name} mirrors {owned}")
