@@ -27,6 +27,7 @@ from client.group_offsets import (
     read_offset_commit,
     read_offset_fetch,
 )
+from client.group_state import ConsumerState
 from client.records import TopicPartition
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, CoordinatorNotAvailableError, ErrorCode, OdradekError
@@ -90,6 +91,14 @@ class GroupCommits:
                     self._group_id, "this consumer is not a member of the group's current "
                     f"generation (state {membership.state.value!r}; it rejoins in poll())"))
                 return result
+            if membership.state is ConsumerState.REJOINING:
+                # it would wait behind the held JoinGroup, blocking poll() for the whole
+                # round, only to be refused for the generation the round replaces (Kafka's
+                # consumer raises RebalanceInProgressException here)
+                result.fail(CommitFailedError(
+                    self._group_id, "the group is rebalancing (this member is rejoining while "
+                    "it consumes); commit again after the rebalance", removed=False))
+                return result
             generation, member_id = membership.generation, membership.member_id
         else:
             generation, member_id = NO_GENERATION, NO_MEMBER
@@ -98,7 +107,7 @@ class GroupCommits:
             node, ApiKey.OFFSET_COMMIT,
             offset_commit_body(self._group_id, generation, member_id, sent),
         )
-        future.add_done_callback(partial(self._on_commit, sent, as_member, result))
+        future.add_done_callback(partial(self._on_commit, sent, as_member, generation, result))
         return result
 
     def commit_sync(
@@ -121,6 +130,7 @@ class GroupCommits:
         self,
         offsets: Offsets,
         as_member: bool,
+        generation: int,
         result: Future[None],
         future: Future[dict[str, Any]],
     ) -> None:
@@ -145,7 +155,10 @@ class GroupCommits:
             result.fail(cause)
             return
         if code in _REJOIN and as_member:
-            self._membership.request_rejoin(code, f"OffsetCommit: {code.name}")
+            # an answer about a generation the member has left since (a commit queued behind
+            # its JoinGroup) says nothing about the generation it is in now
+            if generation == self._membership.generation:
+                self._membership.request_rejoin(code, f"OffsetCommit: {code.name}")
             error = CommitFailedError(
                 self._group_id, f"the coordinator answered {code.name}",
                 removed=code is not ErrorCode.REBALANCE_IN_PROGRESS,

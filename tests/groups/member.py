@@ -44,7 +44,7 @@ class Reporter(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         assert self.consumer is not None
         emit(event="revoked", generation=self.consumer.generation,
-             partitions=sorted(map(tp_key, revoked)), owned=self._owned())
+             partitions=sorted(map(tp_key, revoked)), owned=self._owned(), t=time.monotonic())
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         """``partitions``: everything it owns now (incremental rebalancing tells the listener
@@ -76,6 +76,7 @@ def main() -> int:
     parser.add_argument("--process-ms", type=int, default=0)
     parser.add_argument("--out")
     parser.add_argument("--rebalance-protocol", default="incremental")
+    parser.add_argument("--strategy", default="range")
     args = parser.parse_args()
     global OUT
     if args.out:
@@ -109,6 +110,7 @@ def main() -> int:
         metadata_max_age_ms=args.metadata_max_age_ms,
         max_poll_records=args.max_poll_records,
         rebalance_protocol=args.rebalance_protocol,
+        partition_assignment_strategy=args.strategy,
         fetch_max_wait_ms=100,
     )
     reporter.consumer = consumer
@@ -135,15 +137,17 @@ def main() -> int:
                 emit(event="state", state=state, generation=consumer.generation)
             if not records:
                 continue
-            emit(event="records", generation=consumer.generation,
+            emit(event="records", generation=consumer.generation, t=time.monotonic(),
                  records=[[f"{r.topic}-{r.partition}", r.offset, (r.value or b"").decode()]
                           for r in records])
             if args.process_ms:
                 time.sleep(args.process_ms / 1000)  # the work done on the batch
             if args.commit == "sync":
+                # what commit() stores for the partitions of this batch: past its last record
+                positions = {f"{r.topic}-{r.partition}": r.offset + 1 for r in records}
                 try:
                     consumer.commit()
-                    emit(event="committed", t=time.monotonic())
+                    emit(event="committed", t=time.monotonic(), offsets=positions)
                 except CommitFailedError as exc:
                     emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
     finally:
