@@ -173,6 +173,27 @@ DEPARTURES: tuple[tuple[str, str, str, str], ...] = (
         "(GROUP_SUBSCRIBED_TO_TOPIC).",
         "The CLI shows what every group is doing (DESIGN.md).",
     ),
+    (
+        "Restarting members",
+        "Every joining consumer gets a new id and the group rebalances.",
+        "A member with a group_instance_id (Kafka's KIP-345) that restarts within its session "
+        "takes its old place, partitions and generation back; nobody else rebalances; its old "
+        "id is fenced (FENCED_INSTANCE_ID). Its own LeaveGroup keeps it until its session ends.",
+        "A deploy or a container reschedule should not cost the group two rebalances.",
+    ),
+    (
+        "Stopping on a rebalance",
+        "Every member stops consumption and commits, then rejoins (Stopped consumption); the "
+        "new assignment may give any partition to anyone.",
+        "Incremental members (the consumer's default; JoinGroup v3) keep fetching while they "
+        "rejoin and name the partitions they hold (owned_partitions); the coordinator gives "
+        "none of those to anyone else in that generation, and starts the next round at once "
+        "(Steady -> PrepareRebalance: generation withholds partitions); the holder lets go of "
+        "the ones its answer leaves out (commit, listener), rejoins, and the next round hands "
+        "them over. Eager members behave as the seed says and mix with incremental ones.",
+        "KIP-848's revoke-then-assign, in the seed's broker-side round: a rebalance stops only "
+        "the partitions that move, and a partition never has two owners.",
+    ),
 )
 
 

@@ -210,8 +210,9 @@ class MirrorStream:
         try:
             self.consumer.commit(offsets)
         except CommitFailedError as exc:
-            # the group moved on without this member: the partitions' new owners start from
-            # the last commit, so what was sent since is sent again (counted as duplicates)
+            # the group is rebalancing (the next commit carries these offsets too), or it
+            # moved on without this member: the partitions' new owners start from the last
+            # commit, so what was sent since is sent again (counted as duplicates)
             log.warning("mirror_commit_failed stream=%s error=%s", self.name, exc)
             return
         self._acks.committed(offsets)
