@@ -57,8 +57,10 @@ class _Report(ConsumerRebalanceListener):
         self.consumer = consumer
 
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        # everything it owns now: an incremental rebalance names only the new partitions
+        owned = self.consumer.assignment()
         print(json.dumps({"generation": self.consumer.generation, "t": time.monotonic(),
-                          "partitions": sorted(f"{tp.partition}" for tp in assigned)}),
+                          "partitions": sorted(f"{tp.partition}" for tp in owned)}),
               flush=True)
 
 
