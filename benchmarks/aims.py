@@ -1,5 +1,5 @@
-"""The aims of issue #15 (and of ``odradek mirror``) and whether a run reached them: the table
-at the top of the report.
+"""The aims of issue #15 (and of ``odradek mirror`` and of rebalancing) and whether a run
+reached them: the table at the top of the report.
 
 Each aim names the figures it reads from the run's own measurements (``Figure``: the area, the
 measurement and the parameters its line must have; with ``peer``, the figure is odradek's value
@@ -146,6 +146,18 @@ AIMS = (
         ">= 3x the recompressing mirror", True, 3.0,
         (_mirror("100 B", "lz4", 100, "ratio_to_recompress"),
          _mirror("1 KiB", "lz4", 1024, "ratio_to_recompress"))),
+    # the rebalance area's issue: an incremental rebalance must not pause what does not move,
+    # and a static member's restart must not rebalance; read at 10 members, in quick runs too
+    Aim("unmoved partition's longest pause, incremental rebalance (10 members)", "not measured",
+        "<= 2x its steady p99 delivery gap", False, 2.0,
+        (Figure("", "rebalance", "rebalance.ratio_unmoved_pause_to_steady_p99",
+                {"protocol": "incremental", "members": 10},
+                beside=(("pause ms", "rebalance.unmoved_max_pause_ms"),
+                        ("steady p99 ms", "rebalance.steady_p99_gap_ms"))),)),
+    Aim("rolling restart of 10 static members", "not measured", "0 rebalances", False, 0.0,
+        (Figure("", "rebalance", "rebalance_rolling.rebalances",
+                {"protocol": "static", "members": 10},
+                beside=(("restarted", "rebalance_rolling.restarted"),)),)),
 )
 
 

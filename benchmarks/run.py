@@ -7,9 +7,9 @@ that is missing or failed (``status`` and ``reason``), then writes benchmarks/re
 plots. ``--quick`` finishes within about two minutes, the full run within fifteen. Without
 ``--json`` the summary table follows the JSON lines. ``--compare FILE`` then lists every figure
 more than 20% worse than in FILE, a run saved with ``--save FILE`` (benchmarks/compare.py).
-Last comes the aims table (benchmarks/aims.py: the aims of issue #15 and of the mirror, this
-run's figures, reached or not), on stderr with ``--json``. Progress goes to stderr. Exit status 1
-when an area failed (a missing one is reported, not an error).
+Last comes the aims table (benchmarks/aims.py: the aims of issue #15, of the mirror and of
+rebalancing, this run's figures, reached or not), on stderr with ``--json``. Progress goes to
+stderr. Exit status 1 when an area failed (a missing one is reported, not an error).
 
 scripts/bench installs the peers (Debian's redis-server and nats-server) and the ``bench`` extra
 (matplotlib, redis, nats-py) first, then runs this.
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import aims, compare, latency, limits, machine, peers, report
+from benchmarks import aims, compare, latency, limits, machine, peers, rebalance, report
 from benchmarks.areas import Area, AreaResult, RawLine, TimeLimits, run_area, script
 from benchmarks.measurements import Measurement, Problem, join, json_line, normalise
 
@@ -73,6 +73,9 @@ AREAS = (
     Area("mirror", "odradek mirror between two brokers, pass-through and --recompress, beside "
          "Consumer.poll and Producer.send on the same messages",
          script("benchmarks.mirror", TimeLimits(quick=90.0, full=900.0))),
+    Area("rebalance", "a member's restart and a rolling restart of 10/100 consuming members: "
+         "eager, incremental and static side by side (pauses, throughput dip, time to a stable "
+         "assignment)", rebalance.area),
 )
 
 
@@ -158,7 +161,8 @@ def main(argv: Sequence[str] | None = None, areas: Sequence[Area] | None = None)
     if saved is not None:
         found = compare.changes(saved, measurements)
         print("\n" + "\n".join(compare.report(args.compare, found)), file=after)
-    print("\nThe aims of issue #15 and of the mirror in this run (benchmarks/aims.py):\n"
+    print("\nThe aims of issue #15, of the mirror and of rebalancing in this run "
+          "(benchmarks/aims.py):\n"
           + "\n".join(aims.table(aims.evaluate(measurements))), file=after)
     return 1 if any(r.status == "failed" for r in results) else 0
 
