@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 import trio
@@ -116,6 +117,136 @@ def test_a_peer_that_does_not_read_fails_the_writer_and_the_next_put() -> None:
 
     trio.run(main)
     assert failed == ["x"]
+
+
+# ------------------------------------------------- written by the reader: nothing read behind
+
+class Socket:
+    """A ``write_now`` that takes at most ``room`` bytes per call (None: all), or fails."""
+
+    def __init__(self, room: int | None = None, broken: bool = False) -> None:
+        self.written: list[bytes] = []
+        self.room = room
+        self.broken = broken
+
+    def __call__(self, data: bytes) -> int:
+        if self.broken:
+            raise trio.BrokenResourceError("write failed: connection reset")
+        taken = data if self.room is None else data[: self.room]
+        self.written.append(taken)
+        return len(taken)
+
+
+def test_a_response_with_nothing_read_behind_it_is_written_at_once() -> None:
+    recorder, sock = Recorder(), Socket()
+    written_before_yield: list[list[bytes]] = []
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await trio.testing.wait_all_tasks_blocked()
+            await writer.put([b"head", b"body"], last=True)
+            written_before_yield.append(list(sock.written))  # no checkpoint since the put
+            writer.close()
+
+    trio.run(main)
+    assert written_before_yield == [[b"headbody"]]
+    assert recorder.calls == []  # the writer task sent nothing
+
+
+def test_what_the_socket_does_not_take_at_once_goes_through_the_writer_in_order() -> None:
+    recorder, sock = Recorder(), Socket(room=3)
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await trio.testing.wait_all_tasks_blocked()
+            await writer.put([b"first answer"], last=True)
+            await writer.put([b"second"], last=True)  # takes the first's rest along
+            writer.close()
+
+    trio.run(main)
+    assert sock.written == [b"fir", b"st "]
+    assert recorder.calls == [b"answersecond"]
+
+
+def test_answers_to_requests_read_together_still_leave_in_one_write() -> None:
+    recorder, sock = Recorder(), Socket()
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(3):
+                await writer.put([b"answer%d" % i], last=False)
+            await writer.put([b"answer3"], last=True)  # takes the queued ones along
+            writer.close()
+
+    trio.run(main)
+    assert sock.written == [b"answer0answer1answer2answer3"]
+    assert recorder.calls == []
+
+
+def test_nothing_is_written_past_a_send_in_progress() -> None:
+    recorder, sock = Recorder(), Socket()
+    recorder.gate = trio.Event()  # the writer's send of the first answer is held open
+    gate = recorder.gate
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await writer.put([b"first"], last=False)
+            await trio.testing.wait_all_tasks_blocked()  # the writer is sending "first"
+            await writer.put([b"second"], last=True)
+            gate.set()
+            writer.close()
+
+    trio.run(main)
+    assert sock.written == []
+    assert recorder.calls == [b"first", b"second"]
+
+
+def test_file_slices_are_left_to_the_writer(tmp_path: Path) -> None:
+    recorder, sock = Recorder(), Socket()
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"0123456789")
+    file = SegmentFile(path, 0)
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await trio.testing.wait_all_tasks_blocked()
+            await writer.put([b"head", ReadResult(file, 2, 3, 0)], last=True)
+            writer.close()
+
+    trio.run(main)
+    assert sock.written == []
+    assert recorder.calls == [b"head234"]
+
+
+def test_a_failed_write_fails_the_put_and_stops_the_reader() -> None:
+    recorder, sock = Recorder(), Socket(broken=True)
+    failed: list[str] = []
+
+    async def main() -> None:
+        writer = ResponseWriter(recorder, timeout=10, on_failure=lambda: failed.append("x"),
+                                write_now=sock)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(trio.BrokenResourceError, match="connection reset"):
+                await writer.put([b"answer"], last=True)
+            with pytest.raises(trio.BrokenResourceError):
+                await writer.put([b"next"])
+            writer.close()
+
+    trio.run(main)
+    assert failed == ["x"] and recorder.calls == []
 
 
 # ----------------------------------------------------------------- send_pieces, coalesced
