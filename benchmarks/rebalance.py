@@ -59,6 +59,10 @@ the broker share the machine's cores: a member's pause there includes waiting fo
 process to be scheduled and to poll its 24 neighbours, which the steady p99 gap shows too; the
 aims read N = 10.
 
+After each protocol the hosts are killed, and the next protocol starts once the coordinator
+has expired their members (a session timeout later): 100 expiring members are the
+coordinator's work, which must not fall into the next protocol's steady window.
+
 The aims (benchmarks/aims.py): an unmoved partition's longest pause during an incremental
 rebalance at most 2x its steady p99 delivery gap (``ratio_unmoved_pause_to_steady_p99``); a
 static rolling restart: 0 rebalances. As an area of benchmarks.run (``area``), the counts, the
@@ -92,6 +96,7 @@ from benchmarks.measurements import unit_of
 from benchmarks.processes import ChildLines
 from benchmarks.servers import REPO_ROOT, start_odradek
 from client import Admin, Consumer, ConsumerRebalanceListener, Producer, TopicPartition
+from client.group_admin import GroupAdmin
 from protocol.errors import OdradekError
 
 TOPIC = "rebalance-bench"
@@ -544,6 +549,20 @@ def measure(bootstrap: str, topic: str, sizes: Sizes, protocol: str, partitions:
         return [event, rolling]
     finally:
         group.stop()
+        wait_expired(bootstrap, name)
+
+
+def wait_expired(bootstrap: str, group: str) -> None:
+    """Wait until the coordinator has expired the stopped members' sessions: their expiry is
+    the coordinator's work, and must not fall into the next case's steady window."""
+    stopped = time.monotonic()
+    with GroupAdmin(bootstrap) as admin:
+        while admin.describe_group(group).members:
+            if time.monotonic() - stopped > SESSION_MS / 1000 + SETTLE_S:
+                raise TimeoutError(f"the members of {group} did not expire")
+            time.sleep(0.2)
+    print(f"rebalance: {group}'s members expired {time.monotonic() - stopped:.1f} s after they "
+          f"stopped", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
