@@ -4,8 +4,7 @@ a time in order, and queue their responses.
 Seed 001: the broker reads and processes one outstanding request per client, so responses
 leave in request order and a client may pipeline. The responses go to the connection's writer
 task (broker/response_writer.py), which sends those ready at the same moment in one system call
-and never holds one back for a request still being handled; when no further request has been
-read, or a turn (below) ends, the reader writes what is queued itself, without waking it.
+and never holds one back for a request still being handled.
 
 The listener decides how bytes move (broker/security/setup.py, broker/streams.py): PLAINTEXT
 and SASL_PLAINTEXT read and write the socket itself; SSL and SASL_SSL first complete a TLS
