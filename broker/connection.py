@@ -203,7 +203,6 @@ class Connection:
                 # a request read together with the ones just handled, after a whole turn: the
                 # other connections' turn first. (Checked here, not after each request: a
                 # request with nothing read behind it goes straight back to waiting.)
-                writer.flush_now()
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 turn_started = time.perf_counter()
             self._frame_deadline = None  # the next frame's clock starts when it is read

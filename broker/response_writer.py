@@ -12,8 +12,7 @@ a response queued before a held request leaves as soon as the reader blocks on t
 A response with no request read behind it (``put(..., last=True)``: the reader goes back to
 waiting for bytes) is written by the reader itself, with the responses queued before it, unless
 the writer is in the middle of a send: a non-blocking ``write`` of what the socket takes at once
-(``write_now``), the rest, if any, queued here. The reader does the same (``flush_now``) when
-it yields at the end of a turn of pipelined requests. A client sending one request at a time -- a
+(``write_now``), the rest, if any, queued here. A client sending one request at a time -- a
 member's heartbeat every few seconds, paced over thousands of connections -- then costs one
 scheduling of its connection per request instead of three (reader, writer, the writer's
 checkpoint after its send), and no deadline per send; the answers to requests read together
@@ -69,31 +68,21 @@ class ResponseWriter:
         it is written at once if nothing is ahead of it."""
         if self.failure is not None:
             raise self.failure
+        if last and self._write_now is not None and not self._sending:
+            # the answers queued before it, not taken by the writer yet, go with it
+            queued, self._queue = self._queue, []
+            self._pending -= _packed_bytes(queued)
+            left = self._write_at_once([*queued, *pieces])
+            if left is None:
+                return
+            pieces = left
         self._queue.extend(pieces)
         self._pending += _packed_bytes(pieces)
-        if last:
-            self.flush_now()  # with the answers queued before it, not taken by the writer yet
-            if not self._queue:
-                return
         self._wake.set()
         while self._pending > PENDING_RESPONSE_BYTES and self.failure is None:
             await self._drained.wait()
         if self.failure is not None:
             raise self.failure
-
-    def flush_now(self) -> None:
-        """Write what is queued from the caller, at once, unless the writer is in the middle
-        of a send: the reader does so before it yields at the end of its turn, so the writer
-        task, woken by the puts, finds nothing left to send. Raises the write's failure."""
-        if self._write_now is None or self._sending or not self._queue or self.failure is not None:
-            return
-        queued, self._queue = self._queue, []
-        self._pending -= _packed_bytes(queued)
-        left = self._write_at_once(queued)
-        if left:
-            self._queue = left
-            self._pending += _packed_bytes(left)
-            self._wake.set()
 
     def _write_at_once(self, pieces: Sequence[Piece]) -> list[Piece] | None:
         """Write packed pieces now, as far as the socket takes them; what is left to queue

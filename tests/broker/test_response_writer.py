@@ -190,26 +190,6 @@ def test_answers_to_requests_read_together_still_leave_in_one_write() -> None:
     assert recorder.calls == []
 
 
-def test_the_reader_writes_what_is_queued_when_its_turn_ends() -> None:
-    recorder, sock = Recorder(), Socket()
-
-    async def main() -> None:
-        writer = ResponseWriter(recorder, timeout=10, write_now=sock)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(writer.run)
-            await trio.testing.wait_all_tasks_blocked()
-            await writer.put([b"answer0"])
-            await writer.put([b"answer1"])
-            writer.flush_now()
-            await trio.lowlevel.checkpoint()  # the turn's end: the writer runs
-            await writer.put([b"answer2"])
-            writer.close()
-
-    trio.run(main)
-    assert sock.written == [b"answer0answer1"]
-    assert recorder.calls == [b"answer2"]
-
-
 def test_nothing_is_written_past_a_send_in_progress() -> None:
     recorder, sock = Recorder(), Socket()
     recorder.gate = trio.Event()  # the writer's send of the first answer is held open
@@ -222,7 +202,6 @@ def test_nothing_is_written_past_a_send_in_progress() -> None:
             await writer.put([b"first"], last=False)
             await trio.testing.wait_all_tasks_blocked()  # the writer is sending "first"
             await writer.put([b"second"], last=True)
-            writer.flush_now()
             gate.set()
             writer.close()
 
