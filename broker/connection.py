@@ -101,9 +101,6 @@ class Connection:
         self._pool = ctx.request_memory
         self._read_ahead = min(SMALL_REQUEST_BYTES, self._pool.capacity)
         self._held = 0  # bytes reserved in the pool: covers what the decoder buffers
-        # the last read filled its read-ahead: more may be waiting in the socket (a short read
-        # emptied it, so the next request is waited for, not tried for with a read that fails)
-        self._read_full = False
         self._waiting_scope: trio.CancelScope | None = None  # set while waiting for a request
         self._stopped = False  # stop_waiting was called
         self.id = next(_ids)
@@ -125,8 +122,7 @@ class Connection:
         client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket,
                                   listener=self._endpoint.name)
         CLIENT_CONNECTION.set(client)
-        writer = ResponseWriter(self._send, timeout=self._idle, on_failure=self.stop_waiting,
-                                write_now=self._write_now)
+        writer = ResponseWriter(self._send, timeout=self._idle, on_failure=self.stop_waiting)
         reason = "closed by peer"
         failure: Exception | None = None
         try:
@@ -171,9 +167,6 @@ class Connection:
         # the connection has at the time
         await self._io.send(pieces)
 
-    def _write_now(self, data: bytes) -> int:
-        return self._io.write_now(data)
-
     async def _serve(self, writer: ResponseWriter) -> str:
         """Read and handle requests one at a time, queueing each response on ``writer``, until
         the peer closes or the broker stops; why it ended."""
@@ -208,7 +201,7 @@ class Connection:
             self._frame_deadline = None  # the next frame's clock starts when it is read
             pieces = await self._respond(payload)
             if pieces:
-                await writer.put(pieces, last=not self._frame_ready())
+                await writer.put(pieces)
             if self._sasl is not None and self._sasl.failed:
                 # sasl.failed has said why, once: a flood of failures logs one line each
                 raise CloseConnection("SASL authentication failed or out of order",
@@ -217,11 +210,6 @@ class Connection:
             self._release(self._held - self._decoder.buffered)  # the handled request's bytes
             if self._ctx.stopping:
                 return "stopping"
-
-    def _frame_ready(self) -> bool:
-        """Whether the next request has been read whole (its answer would coalesce)."""
-        frame = self._decoder.next_frame_bytes
-        return frame is not None and self._decoder.buffered >= frame
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;
@@ -233,7 +221,7 @@ class Connection:
         if self._ctx.stopping:
             return None
         between_requests = self._frame_deadline is None and not self._decoder.buffered
-        if between_requests and self._read_full:
+        if between_requests:
             data = self._read_ahead_now()
             if data is not None:
                 await trio.lowlevel.cancel_shielded_checkpoint()  # let other tasks run between
@@ -251,9 +239,7 @@ class Connection:
                     self._frame_deadline = trio.current_time() + self._read_timeout
                 scope.deadline = self._frame_deadline
                 size = await self._reserve_for_read()
-                data = await self._io.receive_some(size)
-                self._read_full = True  # what a read of a frame's rest left is not known
-                return data
+                return await self._io.receive_some(size)
             finally:
                 self._waiting_scope = None
         if self._stopped:
@@ -290,7 +276,6 @@ class Connection:
         starts then); None, and the read-ahead given back, if nothing is."""
         self._held += self._read_ahead
         data = self._io.read_now(self._read_ahead)
-        self._read_full = data is not None and len(data) == self._read_ahead
         if data is None:
             self._release(self._read_ahead)
         else:

@@ -25,10 +25,6 @@ class ConnectionStream(Protocol):
 
     async def wait_readable(self) -> None: ...
 
-    def write_now(self, data: bytes) -> int:
-        """Write what the socket takes at once, without waiting; the bytes written (0: none,
-        or the stream only writes through ``send``)."""
-
     async def receive_some(self, size: int) -> bytes: ...
 
     async def send(self, pieces: Sequence[Piece]) -> None: ...
@@ -54,14 +50,6 @@ class PlainStream:
     async def wait_readable(self) -> None:
         await trio.lowlevel.wait_readable(self._fd)
 
-    def write_now(self, data: bytes) -> int:
-        try:
-            return os.write(self._fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            raise trio.BrokenResourceError(f"write failed: {exc}") from exc
-
     async def receive_some(self, size: int) -> bytes:
         return await self._stream.receive_some(size)
 
@@ -84,9 +72,6 @@ class TlsStream:
     async def wait_readable(self) -> None:
         if self._early is None:
             self._early = bytes(await self._stream.receive_some(1))
-
-    def write_now(self, data: bytes) -> int:
-        return 0  # records are encrypted and written by SSLStream, in send
 
     async def receive_some(self, size: int) -> bytes:
         early = self.read_now(size)
