@@ -70,3 +70,14 @@ def test_frozen_garbage_cycles_are_freed_once_rss_grew_by_half(
     gc.collect()  # notices the growth: unfreezes
     gc.collect()  # scans everything again
     assert frozen() is None and policy.whole_collections == 2
+
+
+def test_young_collections_wait_for_more_new_objects_while_installed() -> None:
+    before = gc.get_threshold()
+    policy = GcPolicy(young=12_345)
+    policy.install()
+    try:
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        policy.uninstall()
+    assert gc.get_threshold() == before
