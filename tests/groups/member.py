@@ -19,7 +19,13 @@ import sys
 import time
 from typing import IO, Any
 
-from client import CommitFailedError, Consumer, ConsumerRebalanceListener, TopicPartition
+from client import (
+    CommitFailedError,
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerState,
+    TopicPartition,
+)
 
 OUT: IO[str] | None = None  # --out
 
@@ -120,6 +126,9 @@ def main() -> int:
         consumer.subscribe(args.topics, listener=reporter)
     emit(event="started")
     state = None
+    # what commit() stores for the partitions of the batches not yet committed: past their
+    # last record; a failed commit (the group rebalancing) is tried again once it is over
+    pending: dict[str, int] = {}
     try:
         while not stop:
             if pause:
@@ -135,21 +144,26 @@ def main() -> int:
             if consumer.state.value != state:
                 state = consumer.state.value
                 emit(event="state", state=state, generation=consumer.generation)
-            if not records:
+            if records:
+                emit(event="records", generation=consumer.generation, t=time.monotonic(),
+                     records=[[f"{r.topic}-{r.partition}", r.offset, (r.value or b"").decode()]
+                              for r in records])
+                if args.process_ms:
+                    time.sleep(args.process_ms / 1000)  # the work done on the batch
+                pending.update((f"{r.topic}-{r.partition}", r.offset + 1) for r in records)
+            elif consumer.state is not ConsumerState.PART_OF_GROUP:
+                continue  # a retry waits for the rebalance to end
+            if args.commit != "sync" or not pending:
                 continue
-            emit(event="records", generation=consumer.generation, t=time.monotonic(),
-                 records=[[f"{r.topic}-{r.partition}", r.offset, (r.value or b"").decode()]
-                          for r in records])
-            if args.process_ms:
-                time.sleep(args.process_ms / 1000)  # the work done on the batch
-            if args.commit == "sync":
-                # what commit() stores for the partitions of this batch: past its last record
-                positions = {f"{r.topic}-{r.partition}": r.offset + 1 for r in records}
-                try:
-                    consumer.commit()
-                    emit(event="committed", t=time.monotonic(), offsets=positions)
-                except CommitFailedError as exc:
-                    emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
+            owned = {tp_key(tp) for tp in consumer.assignment()}
+            offsets = {p: o for p, o in pending.items() if p in owned}
+            try:
+                consumer.commit()
+                emit(event="committed", t=time.monotonic(), offsets=offsets)
+                pending = {}
+            except CommitFailedError as exc:
+                emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
+                pending = offsets
     finally:
         consumer.close()
         emit(event="closed")
