@@ -193,12 +193,12 @@ def test_kill_9_of_the_coordinator_during_prepare_rebalance(
 
     os.kill(slow.pid, signal.SIGSTOP)
     try:
-        revoked = {m.name: len(of_kind(m.snapshot(), "revoked")) for m in fast}
+        states = {m.name: len(of_kind(m.snapshot(), "state")) for m in fast}
         run.start_member()  # joins: PrepareRebalance; the fast ones rejoin, the slow one not
         until(lambda: describe(run.live_bootstrap(), run.group).state == "PrepareRebalance", 30,
               "the group in PrepareRebalance")
-        for member in fast:  # they revoke, then send their JoinGroups, held by the coordinator
-            member.wait_for(_revoked_more_than(revoked[member.name]), "revoked for the new round")
+        for member in fast:  # they rejoin still consuming; their JoinGroups are held
+            member.wait_for(_rejoining_after(states[member.name]), "rejoining for the new round")
         assert describe(run.live_bootstrap(), run.group).state == "PrepareRebalance"
         fault_at = time.monotonic()
         run.cluster.brokers[old].kill()
@@ -208,8 +208,11 @@ def test_kill_9_of_the_coordinator_during_prepare_rebalance(
             generation=generation)
 
 
-def _revoked_more_than(count: int) -> Callable[[list[dict[str, Any]]], bool]:
-    return lambda events: len(of_kind(events, "revoked")) > count
+def _rejoining_after(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether a state event after the first ``count`` says the member is rejoining (an
+    incremental member's JoinGroup goes out as it enters that state)."""
+    return lambda events: any(e["state"] == "Rejoining while consuming"
+                              for e in of_kind(events, "state")[count:])
 
 
 # ------------------------------------------------------------- (c) group record appended
