@@ -23,7 +23,7 @@ from coordinator import (
     TimerKey,
 )
 from coordinator.group import Group
-from coordinator.offsets_topic import Record
+from coordinator.offsets_topic import OffsetKey, Record, decode_group_value, decode_key
 from protocol.apis import REGISTRY, ApiKey
 from protocol.errors import ErrorCode
 from protocol.schema import validate
@@ -225,6 +225,17 @@ def committed_errors(body: dict[str, Any]) -> dict[tuple[str, int], int]:
         (t["name"], p["partition"]): p["error_code"]
         for t in body["topics"] for p in t["partitions"]
     }
+
+
+def answered_write(append: AppendRecords) -> bool:
+    """Whether a client waits for this append's answer: an offset commit, or the record of a
+    new generation (a group record with members)."""
+    key, value = append.records[0]
+    if value is None:
+        return False
+    if isinstance(decode_key(key), OffsetKey):
+        return True
+    return bool(decode_group_value(value).members)
 
 
 def owned(body_assignment: list[dict[str, Any]]) -> set[tuple[str, int]]:

@@ -23,11 +23,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from coordinator import AppendRecords
-from coordinator.offsets_topic import OffsetKey, decode_group_value, decode_key
-from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from tests.coordinator.harness import Consumer, FakeDriver, make_config, owned
+from tests.coordinator.harness import Consumer, FakeDriver, answered_write, make_config, owned
 
 E = ErrorCode
 GROUP = "g"
@@ -235,10 +232,10 @@ class IncrementalModel(RuleBasedStateMachine):
     def ack(self, count: int) -> None:
         self.driver.ack(count=count)
 
-    @precondition(lambda self: any(map(_answered_write, self.driver.in_flight)))
+    @precondition(lambda self: any(map(answered_write, self.driver.in_flight)))
     @rule()
     def fail_one_write(self) -> None:
-        append = next(filter(_answered_write, self.driver.in_flight))
+        append = next(filter(answered_write, self.driver.in_flight))
         self.driver.finish(append, E.NOT_LEADER_FOR_PARTITION)
 
     @rule(topic=st.sampled_from(TOPICS))
@@ -275,17 +272,6 @@ class IncrementalModel(RuleBasedStateMachine):
             self.highest[key] = value.offset
 
 
-def _answered_write(append: AppendRecords) -> bool:
-    """An offset commit, or the record of a new generation: a client waits for its answer."""
-    key, value = append.records[0]
-    if value is None:
-        return False
-    if isinstance(decode_key(key), OffsetKey):
-        return True
-    return bool(decode_group_value(value).members)
-
-
-_ = ApiKey  # the requests go through the harness's Consumer
 IncrementalModel.TestCase.settings = settings(stateful_step_count=80, max_examples=300,
                                               deadline=None)
 test_incremental_model = IncrementalModel.TestCase

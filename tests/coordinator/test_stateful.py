@@ -14,10 +14,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from coordinator import AppendRecords, GroupState
-from coordinator.offsets_topic import OffsetKey, decode_group_value, decode_key
+from coordinator import GroupState
 from protocol.errors import ErrorCode
-from tests.coordinator.harness import Consumer, FakeDriver, make_config
+from tests.coordinator.harness import Consumer, FakeDriver, answered_write, make_config
 
 GROUPS = {"g1": "range", "g2": "sticky"}
 TOPICS = ["a", "b", "c"]
@@ -143,13 +142,13 @@ class CoordinatorModel(RuleBasedStateMachine):
     def ack(self, count: int) -> None:
         self.driver.ack(count=count)
 
-    @precondition(lambda self: any(map(_answered_write, self.driver.in_flight)))
+    @precondition(lambda self: any(map(answered_write, self.driver.in_flight)))
     @rule()
     def fail_one_write(self) -> None:
         """A commit's or a generation's write fails. (Other writes -- an empty group's record,
         tombstones -- are not retried: their failure leaves the log behind until the group's
         next write, which the reload check would rightly see.)"""
-        append = next(filter(_answered_write, self.driver.in_flight))
+        append = next(filter(answered_write, self.driver.in_flight))
         self.driver.finish(append, E.NOT_LEADER_FOR_PARTITION)
 
     @rule(topic=st.sampled_from(TOPICS), more=st.integers(1, 2))
@@ -224,17 +223,6 @@ class CoordinatorModel(RuleBasedStateMachine):
             }
             assert set(owners) == expected
             assert all(len(o) == 1 for o in owners.values()), owners
-
-
-def _answered_write(append: AppendRecords) -> bool:
-    """Whether the coordinator answers a client once this append is done: an offset commit, or
-    the record of a new generation (a group record with members)."""
-    key, value = append.records[0]
-    if value is None:
-        return False
-    if isinstance(decode_key(key), OffsetKey):
-        return True
-    return bool(decode_group_value(value).members)
 
 
 def _snapshot(group: Any) -> dict[str, Any]:

@@ -87,6 +87,13 @@ class PacedStream:
         return list(self.sent)
 
 
+def drain(stream: PacedStream, started: list[MemberProcess]) -> list[str]:
+    """Stop the stream and wait until the members consumed all it sent; what it sent."""
+    sent = stream.stop()
+    wait_until(lambda: set(Ledger(started).values()) >= set(sent), "every message consumed")
+    return sent
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -152,10 +159,7 @@ def test_ten_members_rebalance_incrementally_through_a_join_a_leave_and_a_kill(
         victim.kill()
         shared(group, everything, MOVE_TIMEOUT)
 
-        sent = stream.stop()
-        stream = None
-        wait_until(lambda: set(Ledger(members.started).values()) >= set(sent),
-                   "every message consumed")
+        sent, stream = drain(stream, members.started), None
     finally:
         if stream is not None:
             stream.stop()
@@ -243,10 +247,7 @@ def test_eager_and_incremental_members_share_a_group(make_broker) -> None:
         wait_until(lambda: len(Ledger(members.started).values()) >= 100, "the stream flowing")
         newcomer = members.start()
         shared([*eager, *incremental, newcomer], everything, MOVE_TIMEOUT)
-        sent = stream.stop()
-        stream = None
-        wait_until(lambda: set(Ledger(members.started).values()) >= set(sent),
-                   "every message consumed")
+        sent, stream = drain(stream, members.started), None
     finally:
         if stream is not None:
             stream.stop()
