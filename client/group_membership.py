@@ -45,6 +45,7 @@ from client.group_state import (
 from client.records import TopicPartition
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, OdradekError, error_for
+from protocol.partitions import by_topic
 
 log = logging.getLogger("odradek.consumer")
 
@@ -261,7 +262,9 @@ class GroupMembership:
             "protocols": [],
             "group_instance_id": config.group_instance_id,
             "rebalance_protocol": config.rebalance_protocol,
-            "owned_partitions": _by_topic(self.owned()) if self.incremental else [],
+            "owned_partitions": [{"topic": t, "partitions": ps}
+                                 for t, ps in by_topic(self.owned()).items()]
+                                if self.incremental else [],
         }
         self._rejoin_reason = None  # this join carries the subscription as it is now
         timeout = max(config.request_timeout_ms, config.rebalance_timeout) / 1000 + _JOIN_SLACK
@@ -434,14 +437,6 @@ class GroupMembership:
         elif event is not _E.HEARTBEAT_OK:
             log.debug("consumer_event group=%s state=%r event=%r reason=%r",
                       self.group_id, before.value, event.value, reason)
-
-
-def _by_topic(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
-    """Partitions as JoinGroup's ``[{topic, partitions}]``."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
 
 
 def _outcome(future: Future[dict[str, Any]]) -> tuple[BaseException | None, ErrorCode | None]:

@@ -13,6 +13,7 @@ from typing import Any
 from client.errors import partition_error
 from client.records import TopicPartition
 from protocol.errors import ErrorCode, error_for
+from protocol.partitions import by_topic
 
 #: the generation and member id of commits made without group membership (manual assignment)
 NO_GENERATION = -1
@@ -49,11 +50,8 @@ def offset_fetch_body(group_id: str, partitions: Iterable[TopicPartition] | None
     """An OffsetFetch for ``partitions``, or for everything the group committed (None)."""
     if partitions is None:
         return {"group_id": group_id, "topics": None}
-    topics: dict[str, list[int]] = {}
-    for tp in sorted(set(partitions)):
-        topics.setdefault(tp.topic, []).append(tp.partition)
     return {"group_id": group_id, "topics": [{"name": t, "partitions": ps}
-                                             for t, ps in topics.items()]}
+                                             for t, ps in by_topic(partitions).items()]}
 
 
 def read_offset_fetch(body: dict[str, Any]) -> dict[TopicPartition, int]:

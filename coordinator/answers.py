@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from coordinator.assignors import Assignment
 from coordinator.group import Group, Member
 from coordinator.group_state import GroupState
 from protocol.errors import ErrorCode
-from protocol.partitions import TopicPartition
+from protocol.partitions import TopicPartition, by_topic
 
 _E = ErrorCode
 
@@ -34,12 +33,9 @@ def append_error_answer(error: ErrorCode) -> ErrorCode:
     return APPEND_ERROR_ANSWER.get(error, _E.UNKNOWN_SERVER_ERROR)
 
 
-def assignment_body(assignment: Assignment) -> list[dict[str, Any]]:
+def assignment_body(assignment: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
     """An assignment as the wire's ``[{topic, partitions}]``, topics and partitions sorted."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in assignment:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+    return [{"topic": t, "partitions": ps} for t, ps in by_topic(assignment).items()]
 
 
 def error_body(code: ErrorCode, message: str | None = None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ partition a group's offsets -- and so its coordinator -- live in."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 from typing import NamedTuple
 
 #: Kafka's name: groups' members, generations and committed offsets are records of this topic
@@ -16,6 +17,15 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+def by_topic(partitions: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """Partitions grouped by topic, topics and partitions sorted, each once: the shape of the
+    topic arrays in requests and answers."""
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(set(partitions)):
+        out.setdefault(topic, []).append(partition)
+    return out
 
 
 def offsets_partition_for(group_id: str, partitions: int) -> int:

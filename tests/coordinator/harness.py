@@ -22,6 +22,7 @@ from coordinator import (
     SetTimer,
     TimerKey,
 )
+from coordinator.answers import assignment_body
 from coordinator.group import Group
 from coordinator.offsets_topic import OffsetKey, Record, decode_group_value, decode_key
 from protocol.apis import REGISTRY, ApiKey
@@ -240,13 +241,6 @@ def answered_write(append: AppendRecords) -> bool:
 
 def owned(body_assignment: list[dict[str, Any]]) -> set[tuple[str, int]]:
     return {(a["topic"], p) for a in body_assignment for p in a["partitions"]}
-
-
-def assignment_body(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(partitions):
-        by_topic.setdefault(topic, []).append(partition)
-    return [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
 @dataclass
