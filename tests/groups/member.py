@@ -159,7 +159,8 @@ def main() -> int:
             offsets = {p: o for p, o in pending.items() if p in owned}
             try:
                 consumer.commit()
-                emit(event="committed", t=time.monotonic(), offsets=offsets)
+                emit(event="committed", t=time.monotonic(), generation=consumer.generation,
+                     offsets=offsets)
                 pending = {}
             except CommitFailedError as exc:
                 emit(event="commit_failed", error=type(exc).__name__, message=str(exc))

@@ -1,0 +1,301 @@
+"""One chaos run: a cluster, its clients, overlapping faults drawn from a seed, then the
+cluster healed and what happened written down for the checker (tests/chaos/checker.py).
+
+One seed reproduces one run's schedule: which faults, on which targets, when and for how long
+(what the cluster does meanwhile is up to it). The run directory holds the history files the
+checker reads, every client's own file, the brokers' and ZooKeeper's logs, and
+``schedule.jsonl`` (faults.jsonl in the history: each start and end).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from client.group_admin import GroupAdmin
+from client.records import TopicPartition
+from tests.chaos import history
+from tests.chaos.faults import MENU, Fault, Stage
+from tests.chaos.history import (
+    FinalLog,
+    GroupOutcome,
+    ReplicaVerdict,
+    append_record,
+    write_records,
+)
+from tests.chaos.workload import GROUPS, Workload, last_member_id, write_history
+from tests.cluster.conftest import Cluster, free_port, read_partitions, replica_log, until
+from tests.cluster.link_proxy import LinkProxy
+from tooling.local.cluster import ZooKeeperServer
+
+TOPIC = "chaos"
+#: what describe_group calls a group that is not rebalancing
+STABLE = ("Stable", "Steady")
+#: short sessions and lag bounds, so a fault is acted on within seconds
+SETTINGS: dict[str, Any] = {
+    "zookeeper_session_timeout_ms": 3000,
+    "replica_lag_time_max_ms": 3000,
+    "min_insync_replicas": 2,
+    "default_replication_factor": 3,
+    "offsets_topic_replication_factor": 3,
+    "maintenance_interval_ms": 500,
+    "group_min_session_timeout_ms": 200,
+    "group_initial_rebalance_delay_ms": 500,
+    "unclean_leader_election_enable": False,
+}
+
+
+@dataclass
+class Config:
+    seed: int
+    faults: int = 8
+    brokers: int = 3
+    partitions: int = 6
+    max_partitions: int = 8
+    producers: int = 2
+    members: int = 3  # per group
+    rate: float = 100.0  # messages a second, per producer
+    mean_gap_s: float = 3.0  # between fault starts
+    max_overlap: int = 2  # faults under way at once
+    log: Callable[[str], None] = field(default=print)
+
+
+@dataclass
+class Running:
+    fault: Fault
+    started: float
+    ends: float
+
+
+class Campaign:
+    """``Campaign(config, run_dir).run()``: the run; the history is in ``run_dir``."""
+
+    def __init__(self, config: Config, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.rng = random.Random(config.seed)
+        self.started = 0
+
+    def _record(self, fault: Fault, phase: Literal["start", "end"], detail: str) -> None:
+        append_record(self.run_dir, history.Fault(
+            t=time.monotonic(), fault=fault.kind, target=fault.target, phase=phase,
+            detail=detail))
+        self.config.log(f"  {phase:5} {fault.kind:18} {fault.target:16} {detail}")
+
+    # ------------------------------------------------------------------------------ run
+
+    def run(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        zookeeper = ZooKeeperServer(self.run_dir / "zookeeper").start()
+        links: list[LinkProxy] = []
+        workload: Workload | None = None
+        cluster: Cluster | None = None
+        try:
+            stage = self._stage(zookeeper, links)
+            cluster, workload = stage.cluster, stage.workload
+            self._faults(stage)
+            self._heal(stage)
+            self._final(stage)
+        finally:
+            if workload is not None:
+                workload.stop_everything()
+                write_history(workload)
+            if cluster is not None:
+                cluster.stop_all()
+                for broker_id, process in sorted(cluster.brokers.items()):
+                    (self.run_dir / f"broker-{broker_id}.log").write_text(process.log_text())
+            for link in links:
+                link.close()
+            zookeeper.stop()
+
+    def _stage(self, zookeeper: ZooKeeperServer, links: list[LinkProxy]) -> Stage:
+        config = self.config
+        chroot = f"/chaos-{config.seed}"
+        cluster = Cluster(self.run_dir / "cluster", zookeeper.connect + chroot, SETTINGS)
+        zk_links, broker_links, ports = {}, {}, {}
+        for broker_id in range(config.brokers):
+            zk_links[broker_id] = LinkProxy(("127.0.0.1", zookeeper.port))
+            ports[broker_id] = free_port()
+            broker_links[broker_id] = LinkProxy(("127.0.0.1", ports[broker_id]))
+            links += [zk_links[broker_id], broker_links[broker_id]]
+            cluster.broker(broker_id,
+                           zookeeper_connect=zk_links[broker_id].address + chroot,
+                           advertised_listeners=f"PLAINTEXT://{broker_links[broker_id].address}")
+        for broker_id, process in cluster.brokers.items():
+            process.start(port=ports[broker_id])
+        cluster.wait_ready()
+        cluster.create_topic(TOPIC, config.partitions, 3)
+        until(lambda: _all_in_sync(cluster), 30, "a full ISR to start with")
+        bootstrap = ",".join(link.address for link in broker_links.values())
+        workload = Workload(self.run_dir, bootstrap, TOPIC, rate=config.rate)
+        for _ in range(config.producers):
+            workload.start_producer()
+        for group in GROUPS:
+            for _ in range(config.members):
+                workload.start_member(group)
+        self._wait_groups(workload, 60, "both groups formed")
+        return Stage(cluster, zookeeper, zk_links, broker_links, workload, TOPIC,
+                     config.partitions, config.max_partitions)
+
+    def _faults(self, stage: Stage) -> None:
+        """Start ``config.faults`` faults at random gaps, overlapping up to ``max_overlap``,
+        each ended after its drawn duration."""
+        config, rng = self.config, self.rng
+        running: list[Running] = []
+        next_start = time.monotonic() + rng.expovariate(1 / config.mean_gap_s)
+        kinds, weights = zip(*MENU, strict=True)
+        while self.started < config.faults or running:
+            now = time.monotonic()
+            for item in [r for r in running if r.ends <= now]:
+                running.remove(item)
+                self._end(stage, item.fault)
+            if self.started < config.faults and now >= next_start:
+                next_start = now + rng.expovariate(1 / config.mean_gap_s)
+                if len(running) < config.max_overlap:
+                    kind = rng.choices(kinds, weights)[0]
+                    low, high = kind.duration
+                    duration = rng.uniform(low, high)
+                    fault = kind.start(stage, rng)
+                    if fault is not None:
+                        self.started += 1
+                        stage.busy.add(fault.target)
+                        self._record(fault, "start", fault.detail)
+                        if fault.end is None:
+                            stage.busy.discard(fault.target)
+                        else:
+                            running.append(Running(fault, now, now + duration))
+            time.sleep(0.05)  # the schedule's resolution
+
+    def _end(self, stage: Stage, fault: Fault) -> None:
+        assert fault.end is not None
+        try:
+            detail = fault.end()
+        finally:
+            stage.busy.discard(fault.target)
+        self._record(fault, "end", detail)
+
+    # --------------------------------------------------------------------------- the end
+
+    def _heal(self, stage: Stage) -> None:
+        """Every broker running and in every ISR, the clients stopped and the groups drained:
+        the state the checker's final reads are taken in."""
+        cluster, workload = stage.cluster, stage.workload
+        self.config.log("healing: every broker in every ISR")
+        until(lambda: _all_in_sync(cluster), cluster.failover_bound + 90,
+              "every broker back in every ISR")
+        for producer in workload.producers:
+            producer.stop()
+        ends = _end_offsets(workload.bootstrap, TOPIC)
+        self.config.log(f"producers stopped; end offsets {sum(ends.values())}")
+        self._wait_groups(workload, 120, "both groups Stable with their live members")
+        for group in GROUPS:
+            until(functools.partial(_committed_to, workload.bootstrap, group, ends), 120,
+                  f"group {group} committed up to the end of every partition")
+
+    def _wait_groups(self, workload: Workload, timeout: float, what: str) -> None:
+        def stable() -> bool:
+            return all(_stable(_group_state(workload, g)) for g in GROUPS)
+
+        until(stable, timeout, what)
+
+    def _final(self, stage: Stage) -> None:
+        """final_logs.jsonl, replicas.jsonl and groups.jsonl, from the healed cluster."""
+        workload = stage.workload
+        groups = [_group_state(workload, g) for g in GROUPS]
+        for member in workload.live_members():
+            workload.close_member(member)
+        ends = _end_offsets(workload.bootstrap, TOPIC)
+        partitions = sorted(tp.partition for tp in ends)
+        logs = read_partitions(workload.bootstrap, TOPIC, partitions, timeout=120)
+        starts = _start_offsets(workload.bootstrap, TOPIC)
+        write_records(self.run_dir / FinalLog.FILE, [
+            FinalLog(topic=TOPIC, partition=p,
+                     log_start_offset=starts[TopicPartition(TOPIC, p)],
+                     high_watermark=ends[TopicPartition(TOPIC, p)],
+                     records=tuple((o, (v or b"").decode()) for o, v in logs[p]))
+            for p in partitions])
+        write_records(self.run_dir / ReplicaVerdict.FILE,
+                      compare_replicas(stage.cluster, TOPIC, partitions))
+        write_records(self.run_dir / GroupOutcome.FILE, groups)
+
+
+# ------------------------------------------------------------------------------ reading
+
+def _all_in_sync(cluster: Cluster) -> bool:
+    try:
+        topics = cluster.zk.get_children("/brokers/topics")
+        return all(sorted(s["isr"]) == sorted(cluster.brokers) and s["leader"] >= 0
+                   for t in topics for s in cluster.states(t).values())
+    except Exception:  # ZooKeeper restarting: not yet
+        cluster.reset_zk()
+        return False
+
+
+def _end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    from client import Consumer
+
+    with Consumer(bootstrap, request_timeout_ms=5_000) as consumer:
+        partitions = consumer.partitions_for(topic)
+        return consumer.end_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+
+
+def _start_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    from client import Consumer
+
+    with Consumer(bootstrap, request_timeout_ms=5_000) as consumer:
+        partitions = consumer.partitions_for(topic)
+        return consumer.beginning_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+
+
+def _committed_to(bootstrap: str, group: str, ends: dict[TopicPartition, int]) -> bool:
+    with GroupAdmin(bootstrap, timeout_ms=5_000, request_timeout_ms=5_000) as admin:
+        committed = admin.committed_offsets(group)
+    return all(committed.get(tp) is not None and committed[tp].offset >= end
+               for tp, end in ends.items() if end > 0)
+
+
+def _group_state(workload: Workload, group: str) -> GroupOutcome:
+    """The group as its coordinator describes it, beside the member ids the run's live
+    members last had."""
+    expected = tuple(sorted(filter(None, map(last_member_id, workload.live_members(group)))))
+    try:
+        with GroupAdmin(workload.bootstrap, timeout_ms=5_000,
+                        request_timeout_ms=5_000) as admin:
+            found = admin.describe_group(group)
+    except Exception as exc:
+        return GroupOutcome(group=group, state=f"unknown ({type(exc).__name__})",
+                            generation=-1, members=(), expected_members=expected)
+    return GroupOutcome(group=group, state=found.state, generation=found.generation,
+                        members=tuple(sorted(m.member_id for m in found.members)),
+                        expected_members=expected)
+
+
+def _stable(outcome: GroupOutcome) -> bool:
+    return (outcome.state in STABLE and outcome.members == outcome.expected_members
+            and len(outcome.members) > 0)
+
+
+def compare_replicas(cluster: Cluster, topic: str, partitions: list[int]
+                     ) -> list[ReplicaVerdict]:
+    """Each partition's replicas compared entry by entry on disk (the brokers caught up),
+    below the shortest copy's end."""
+    verdicts = []
+    for p in partitions:
+        copies = {b: replica_log(process, topic, p) for b, process in cluster.brokers.items()}
+        shortest = min(len(c) for c in copies.values())
+        reference, first = min(copies), None
+        for broker, copy in sorted(copies.items()):
+            differ = [i for i in range(shortest) if copy[i] != copies[reference][i]][:1]
+            if differ:
+                i = differ[0]
+                first = (f"offset {copies[reference][i][0]}: broker {reference} holds "
+                         f"{copies[reference][i]!r}, broker {broker} {copy[i]!r}")
+                break
+        verdicts.append(ReplicaVerdict(topic=topic, partition=p, agree=first is None,
+                                       first_difference=first))
+    return verdicts

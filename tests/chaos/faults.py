@@ -1,0 +1,282 @@
+"""The campaign's fault menu. Each fault has a target, a start and (for most) an end that
+undoes it; the scheduler (tests/chaos/campaign.py) overlaps them. Faults are real: SIGKILL,
+SIGSTOP/SIGCONT, SIGTERM, links held by the loopback proxy, ZooKeeper killed, clients killed,
+and admin requests (a reassignment, a preferred election, more partitions) sent while other
+faults are under way."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from client import Admin
+from client.records import TopicPartition
+from tests.chaos.workload import GROUPS, Workload
+from tests.cluster.conftest import Cluster
+from tests.cluster.link_proxy import LinkProxy
+from tooling.local.cluster import ZooKeeperServer
+
+
+@dataclass
+class Stage:
+    """Everything a fault acts on."""
+
+    cluster: Cluster
+    zookeeper: ZooKeeperServer
+    zk_links: dict[int, LinkProxy]  # broker -> its link to ZooKeeper
+    broker_links: dict[int, LinkProxy]  # broker -> the link everyone reaches it by
+    workload: Workload
+    topic: str
+    partitions: int  # the topic's, as far as this run knows (ZooKeeper may be down)
+    max_partitions: int
+    #: targets a running fault holds ("broker:1", "zookeeper", "member:auto-m0", ...)
+    busy: set[str] = field(default_factory=set)
+
+    def admin(self) -> Admin:
+        return Admin(self.workload.bootstrap, timeout_ms=10_000, request_timeout_ms=5_000)
+
+    def brokers_down(self) -> int:
+        return sum(1 for t in self.busy if t.startswith("broker:"))
+
+
+@dataclass
+class Fault:
+    """A fault under way: ``end`` undoes it (None for one that is over at once)."""
+
+    kind: str
+    target: str
+    detail: str
+    end: Callable[[], str] | None
+
+
+class Kind:
+    """One entry of the menu: ``start`` picks a free target (or returns None) and starts."""
+
+    name = ""
+    #: how long it lasts, drawn uniformly (seconds); (0, 0) for a one-off request
+    duration: tuple[float, float] = (0.0, 0.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        raise NotImplementedError
+
+
+def _free_broker(stage: Stage, rng: random.Random, max_down: int) -> int | None:
+    if stage.brokers_down() >= max_down:
+        return None
+    free = [b for b in sorted(stage.cluster.brokers) if f"broker:{b}" not in stage.busy]
+    return rng.choice(free) if free else None
+
+
+class BrokerKill(Kind):
+    """kill -9, then the same broker started again on its data."""
+
+    name, duration = "broker_kill", (2.0, 8.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        broker = _free_broker(stage, rng, max_down=2)
+        if broker is None:
+            return None
+        process = stage.cluster.brokers[broker]
+        process.kill()
+
+        def end() -> str:
+            process.start(port=process.port)
+            return "started again"
+
+        return Fault(self.name, f"broker:{broker}", "SIGKILL", end)
+
+
+class BrokerPause(Kind):
+    """SIGSTOP past the ZooKeeper session, then SIGCONT: a zombie that wakes up."""
+
+    name, duration = "broker_pause", (4.0, 8.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        broker = _free_broker(stage, rng, max_down=2)
+        if broker is None:
+            return None
+        pid = stage.cluster.brokers[broker].pid
+        os.kill(pid, signal.SIGSTOP)
+
+        def end() -> str:
+            os.kill(pid, signal.SIGCONT)
+            return "SIGCONT"
+
+        return Fault(self.name, f"broker:{broker}", "SIGSTOP", end)
+
+
+class BrokerTerm(Kind):
+    """SIGTERM (controlled shutdown), then started again."""
+
+    name, duration = "broker_term", (2.0, 6.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        broker = _free_broker(stage, rng, max_down=1)
+        if broker is None:
+            return None
+        process = stage.cluster.brokers[broker]
+        os.kill(process.pid, signal.SIGTERM)
+
+        def end() -> str:
+            code = process.wait(60)  # a controlled shutdown that hangs is killed
+            process.start(port=process.port)
+            return f"exited {code}, started again"
+
+        return Fault(self.name, f"broker:{broker}", "SIGTERM", end)
+
+
+class ZooKeeperCut(Kind):
+    """A broker's link to ZooKeeper held (clients and the other brokers still reach it)."""
+
+    name, duration = "zookeeper_cut", (1.0, 8.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        broker = _free_broker(stage, rng, max_down=2)
+        if broker is None:
+            return None
+        link = stage.zk_links[broker]
+        link.cut()
+
+        def end() -> str:
+            link.restore()
+            return "restored"
+
+        return Fault(self.name, f"broker:{broker}", "link to ZooKeeper cut", end)
+
+
+class BrokerCut(Kind):
+    """A broker's advertised link held: clients and the other brokers cannot reach it, while
+    it keeps its ZooKeeper session."""
+
+    name, duration = "broker_cut", (2.0, 8.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        broker = _free_broker(stage, rng, max_down=1)
+        if broker is None:
+            return None
+        link = stage.broker_links[broker]
+        link.cut()
+
+        def end() -> str:
+            link.restore()
+            return "restored"
+
+        return Fault(self.name, f"broker:{broker}", "advertised link cut", end)
+
+
+class ZooKeeperKill(Kind):
+    """kill -9 of ZooKeeper, then started again on its data."""
+
+    name, duration = "zookeeper_kill", (1.0, 6.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        if "zookeeper" in stage.busy:
+            return None
+        stage.zookeeper.kill()
+
+        def end() -> str:
+            stage.zookeeper.restart()
+            stage.cluster.reset_zk()
+            return "started again"
+
+        return Fault(self.name, "zookeeper", "SIGKILL", end)
+
+
+class MemberKill(Kind):
+    """kill -9 of a consumer group member; a new member joins in its place."""
+
+    name, duration = "member_kill", (1.0, 6.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        live = [m for m in stage.workload.live_members()
+                if f"group:{m.group}" not in stage.busy]
+        if not live:
+            return None
+        member = rng.choice(live)
+        stage.workload.kill_member(member)
+
+        def end() -> str:
+            new = stage.workload.start_member(member.group)
+            return f"{new.name} started"
+
+        return Fault(self.name, f"group:{member.group}", f"{member.name} SIGKILL", end)
+
+
+class ProducerKill(Kind):
+    """kill -9 of a producer (what it had in flight has no outcome); a new one starts."""
+
+    name, duration = "producer_kill", (0.5, 3.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        live = [p for p in stage.workload.live_producers()
+                if f"producer:{p.name}" not in stage.busy]
+        if not live:
+            return None
+        producer = rng.choice(live)
+        producer.kill()
+
+        def end() -> str:
+            return f"{stage.workload.start_producer().name} started"
+
+        return Fault(self.name, f"producer:{producer.name}", "SIGKILL", end)
+
+
+def _request(stage: Stage, name: str, what: str, send: Callable[[Admin], Any]) -> Fault:
+    """A one-off admin request; refused or timed out is part of the story, not a failure."""
+    try:
+        with stage.admin() as admin:
+            send(admin)
+        outcome = "accepted"
+    except Exception as exc:
+        outcome = f"{type(exc).__name__}: {exc}"
+    return Fault(name, "cluster", f"{what}: {outcome}", None)
+
+
+class Reassignment(Kind):
+    """A partition's replicas reordered or moved (a new preferred leader) mid-fault."""
+
+    name = "reassignment"
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        partition = rng.randrange(stage.partitions)
+        replicas = rng.sample(sorted(stage.cluster.brokers), 3)
+        return _request(stage, self.name, f"{stage.topic}-{partition} to {replicas}",
+                        lambda admin: admin.reassign_partitions(
+                            {(stage.topic, partition): replicas}))
+
+
+class PreferredElection(Kind):
+    """A preferred-leader election of every partition of the topic."""
+
+    name = "preferred_election"
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        tps = [TopicPartition(stage.topic, p) for p in range(stage.partitions)]
+        return _request(stage, self.name, f"{stage.topic} ({stage.partitions} partitions)",
+                        lambda admin: admin.elect_leaders(tps))
+
+
+class AddPartitions(Kind):
+    """The topic grows by one partition (up to a bound), while producers and groups run."""
+
+    name = "add_partitions"
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        if stage.partitions >= stage.max_partitions:
+            return None
+        stage.partitions += 1  # asked for: a request that timed out may still be carried out
+        return _request(stage, self.name, f"{stage.topic} to {stage.partitions}",
+                        lambda admin: admin.create_partitions(stage.topic, stage.partitions))
+
+
+#: the menu, with how often each kind is drawn
+MENU: list[tuple[Kind, int]] = [
+    (BrokerKill(), 4), (BrokerPause(), 2), (BrokerTerm(), 2), (ZooKeeperCut(), 2),
+    (BrokerCut(), 2), (ZooKeeperKill(), 1), (MemberKill(), 3), (ProducerKill(), 1),
+    (Reassignment(), 1), (PreferredElection(), 1), (AddPartitions(), 1),
+]
+assert len(GROUPS) == 2  # MemberKill holds one group at a time, so each keeps members
