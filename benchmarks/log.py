@@ -27,6 +27,12 @@ seconds) the append lines carry ``ratio_with_crc``: (raw write seconds + the sec
 append seconds -- the honest limit of a validating append, which also costs one CRC call per
 message where the pass costs one per set.
 
+``--startup MIB`` measures instead how long ``PartitionLog.open`` takes over a log of MIB MiB
+(128 MiB segments, 100-byte and 1 KiB values), which checks every entry of every segment and
+rebuilds the indexes (docs/storage.md, "Recovery and damage"): ``log.open`` after a clean
+shutdown and after a crash (no clean-shutdown marker), against ``os.read`` of the same files in
+1 MiB chunks (``raw_read_mb_per_s``).
+
 Rates are in units of 10**6 bytes per second (message-set bytes) and messages per second; each
 case reports the best of several rounds. Files live in a temporary directory (``--dir``) on the
 same file system for the log and the raw file; reads are served from the page cache.
@@ -50,7 +56,7 @@ from typing import Any
 import structlog
 
 from benchmarks.codec import sample_records
-from broker.log import LogConfig, PartitionLog
+from broker.log import LogConfig, PartitionLog, layout
 from broker.log.validation import prepare_append
 from protocol.messageset import encode_message_set
 
@@ -255,6 +261,56 @@ def read_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> lis
     return lines
 
 
+def open_cases(value_bytes: int, total_mib: int, rounds: int, root: Path) -> list[dict[str, Any]]:
+    sets, per_set = message_sets(value_bytes, total_mib)
+    directory = root / "open" / "t-0"
+    config = LogConfig(segment_bytes=128 << 20, retention_ms=None)
+    log = PartitionLog.open(directory, config)
+    for data in sets:
+        log.append(data)
+    log.close()
+    files = sorted(directory.glob("*.log"))
+    total = sum(f.stat().st_size for f in files)
+
+    def read_raw() -> float:
+        started = time.perf_counter()
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                while os.read(fd, SET_BYTES):
+                    pass
+            finally:
+                os.close(fd)
+        return time.perf_counter() - started
+
+    def open_log(clean: bool) -> float:
+        if not clean:
+            (directory / layout.CLEAN_SHUTDOWN).unlink(missing_ok=True)
+        started = time.perf_counter()
+        opened = PartitionLog.open(directory, config)
+        seconds = time.perf_counter() - started
+        opened.close()
+        return seconds
+
+    raw_s = min(read_raw() for _ in range(rounds))
+    lines = []
+    for clean in (True, False):
+        open_s = min(open_log(clean) for _ in range(rounds))
+        lines.append({
+            "bench": "log.open",
+            "value_bytes": value_bytes,
+            "shutdown": "clean" if clean else "crash",
+            "total_mb": round(total / 1e6, 1),
+            "messages": per_set * len(sets),
+            "seconds": round(open_s, 3),
+            "mb_per_s": round(total / open_s / 1e6, 1),
+            "raw_read_mb_per_s": round(total / raw_s / 1e6, 1),
+            "ratio": round(raw_s / open_s, 3),
+        })
+    shutil.rmtree(directory.parent)
+    return lines
+
+
 def _best_in_turn(a: Callable[[], None], b: Callable[[], None], rounds: int) -> tuple[float, float]:
     """The fewest seconds of ``a`` and of ``b``, run in turn (a b a b ...) so that a drift in
     the machine's speed touches both."""
@@ -277,12 +333,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.log", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small volumes, one size")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the files")
+    parser.add_argument("--startup", type=int, metavar="MIB", default=None,
+                        help="measure opening a log of MIB MiB instead")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings only
     total_mib, rounds = (16, 2) if args.quick else (128, 3)
     sizes = [1024] if args.quick else [100, 1024, 10_240]
     root = Path(tempfile.mkdtemp(prefix="odradek-bench-log-", dir=args.dir))
     try:
+        if args.startup is not None:
+            for size in (100, 1024):
+                for line in open_cases(size, args.startup, 1 if args.quick else 3, root):
+                    print(json.dumps(line), flush=True)
+            return 0
         for size in sizes:
             for line in append_cases(size, total_mib, rounds, root) + read_cases(
                 size, total_mib, rounds, root

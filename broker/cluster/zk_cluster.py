@@ -28,6 +28,7 @@ from broker.cluster import ReplicaStats
 from broker.cluster import zk_layout as zk
 from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.controller_requests import ControllerRequests
+from broker.cluster.damaged import leave_isrs
 from broker.cluster.membership import Membership
 from broker.cluster.metadata_cache import LiveBroker, MetadataCache, PartitionView
 from broker.cluster.replicas import ReplicaManager
@@ -70,6 +71,7 @@ class ZooKeeperCluster:
             settings, self.zoo, self.cache, broker_id=identity.broker_id, topics=topics,
             groups=self.groups, purgatory=purgatory)
         self._produces_waiting = 0  # acks=all produces waiting for their ISR
+        self._damaged = topics.logs.damaged  # logs that opening found damaged and cut
 
     # ========================================================================= life cycle
 
@@ -77,7 +79,10 @@ class ZooKeeperCluster:
                        endpoints: tuple[tuple[str, str, int], ...] = ()) -> None:
         """Register in ``/brokers/ids`` (ClusterStartError when the id is another's).
         ``host``/``port``: the inter-broker listener's address; ``endpoints`` every listener
-        (name, host, port), as advertised; none: only PLAINTEXT at host:port."""
+        (name, host, port), as advertised; none: only PLAINTEXT at host:port. A replica
+        that lost entries to damage first leaves the ISRs nobody else can update
+        (``damaged.leave_isrs``), so that it is not elected with the hole."""
+        await leave_isrs(self.zoo, self.broker_id, self._damaged)
         await self._membership.register(zk.BrokerRegistration(
             self.broker_id, host, port, self.settings.broker_rack, self._directory_id,
             endpoints=endpoints))

@@ -29,7 +29,7 @@ import structlog
 from broker.log import layout
 from broker.log.config import LogConfig
 from broker.log.errors import CorruptCheckpointError, LogClosedError
-from broker.log.partition_log import DELETING_SUFFIX, PartitionLog
+from broker.log.partition_log import DELETING_SUFFIX, PartitionLog, RecoveryLoss
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +84,11 @@ class LogManager:
             self._lock_fd = None
             raise DataDirectoryInUseError(f"{self._data_dir} is used by another process") from None
         high_watermarks = self._read_high_watermarks() if replicated else {}
+        #: the logs opening cut because they were damaged: what each lost, and the high
+        #: watermark checkpointed before (-1: none). A replica of a cluster that lost entries
+        #: may lack acknowledged messages: it must not lead with the hole while an in-sync
+        #: replica has them (``broker.cluster.damaged``).
+        self.damaged: dict[tuple[str, int], tuple[RecoveryLoss, int]] = {}
         for path in sorted(self._data_dir.iterdir()):
             if path.is_dir() and path.name.endswith(DELETING_SUFFIX):
                 shutil.rmtree(path)  # a deletion a crash interrupted
@@ -99,7 +104,23 @@ class LogManager:
                     high_watermark=high_watermarks.get(parsed),
                     on_flush=self._flushed,
                 )
+                loss = self._logs[parsed].recovery_loss
+                if loss is not None:
+                    self._damaged(parsed, loss, high_watermarks.get(parsed, -1))
         log.info("log.manager.opened", data_dir=str(self._data_dir), partitions=len(self._logs))
+
+    def _damaged(self, tp: tuple[str, int], loss: RecoveryLoss, high_watermark: int) -> None:
+        self.damaged[tp] = (loss, high_watermark)
+        if high_watermark > loss.first_offset:
+            log.error(
+                "log.manager.committed_data_dropped",
+                topic=tp[0],
+                partition=tp[1],
+                first_offset_dropped=loss.first_offset,
+                old_log_end_offset=loss.old_end,
+                high_watermark=high_watermark,
+                reason=loss.reason,
+            )
 
     @property
     def data_dir(self) -> Path:

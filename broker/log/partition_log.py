@@ -34,6 +34,7 @@ from broker.log import compaction, layout, v0_wrappers
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptMessageSetError,
+    CorruptSegmentError,
     InvalidMessageError,
     LogClosedError,
     LogOffsetOutOfRangeError,
@@ -89,6 +90,18 @@ class ReadResult(NamedTuple):
         return self.file.pread(self.length, self.position)
 
 
+class RecoveryLoss(NamedTuple):
+    """What opening cut from a damaged log: every offset from ``first_offset`` (the log end
+    offset after it) up to ``old_end`` (the log end before, as far as it could be read; -1 when
+    it could not) is gone."""
+
+    first_offset: int
+    old_end: int
+    bytes_removed: int
+    segments_deleted: int
+    reason: str | None
+
+
 class PartitionLog:
     """Segments, indexes, recovery, flushing, retention and compaction of one partition."""
 
@@ -129,6 +142,8 @@ class PartitionLog:
             directory / layout.LEADER_EPOCH_CHECKPOINT
         )
         self._replicated = replicated
+        #: what opening dropped from a damaged log (None: nothing)
+        self.recovery_loss: RecoveryLoss | None = None
         self._high_watermark: int | None = None
         if replicated:
             start, end = self._log_start, segments.log_end_offset
@@ -149,9 +164,12 @@ class PartitionLog:
         high_watermark: int | None = None,
         on_flush: Callable[[float], None] | None = None,
     ) -> PartitionLog:
-        """Open (or create) the log in ``directory``. Without the clean-shutdown marker, the
-        segments from the recovery point on are checked entry by entry and truncated at the
-        first bad one (seed 000 "Guarantees"); missing or damaged indexes are rebuilt.
+        """Open (or create) the log in ``directory``. Every segment is checked entry by entry
+        (whole, CRC, offsets increasing), after a clean shutdown too: damage in a closed
+        segment -- rot, a bad write, a flipped byte -- is found before a byte of it is served
+        or replicated. The log is cut at the first bad entry and later segments are deleted
+        (what follows a hole cannot be trusted); ``recovery_loss`` says what went. Both indexes
+        of every segment are rebuilt from its entries, so a damaged index is never used.
 
         ``replicated``: the high watermark starts at ``high_watermark`` (the checkpointed one;
         the log start offset when None), clamped to the log, and moves only when set. Otherwise
@@ -171,21 +189,16 @@ class PartitionLog:
         bases = _segment_bases(directory)
         marker = directory / layout.CLEAN_SHUTDOWN
         clean = marker.exists()
-        if clean:
-            segments = [Segment.open(directory, b, config.index_interval_bytes) for b in bases]
-        else:
-            recovery_point = layout.read_offset_file(directory / layout.RECOVERY_POINT) or 0
-            segments = _recover(directory, bases, recovery_point, config.index_interval_bytes)
+        segments, loss = _recover(directory, bases, config.index_interval_bytes)
         if not segments:
             segments = [Segment.create(directory, 0, config.index_interval_bytes)]
         for segment in segments[:-1]:
             segment.seal()
-        if not clean:
-            for segment in segments:
-                segment.fsync()
-            layout.write_offset_file(
-                directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
-            )
+        for segment in segments:
+            segment.fsync()
+        layout.write_offset_file(
+            directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
+        )
         if segments[-1].size:
             segments[-1].first_append_time = _roll_clock_start(segments[-1], clock())
         checkpoint = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
@@ -195,10 +208,26 @@ class PartitionLog:
         log_start = layout.read_offset_file(directory / layout.LOG_START_OFFSET) or 0
         log_start = min(max(log_start, segments[0].base_offset), segments[-1].next_offset)
         leader_epochs.truncate_from_start(log_start)
+        if loss is not None:
+            cleaner = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
+            if cleaner is not None and cleaner > checkpoint:
+                layout.write_offset_file(
+                    directory / layout.CLEANER_CHECKPOINT, checkpoint, durable=True
+                )
+            log.error(
+                "log.recovery.data_dropped",
+                directory=str(directory),
+                clean_shutdown=clean,
+                first_offset_dropped=loss.first_offset,
+                old_log_end_offset=loss.old_end,
+                bytes_removed=loss.bytes_removed,
+                segments_deleted=loss.segments_deleted,
+                reason=loss.reason,
+            )
         if clean:
             marker.unlink()
         layout.fsync_dir(directory)
-        return cls(
+        opened = cls(
             directory,
             config,
             SegmentList(segments),
@@ -210,6 +239,8 @@ class PartitionLog:
             log_start_offset=log_start,
             on_flush=on_flush,
         )
+        opened.recovery_loss = loss
+        return opened
 
     # ---------------------------------------------------------------------------------------
     # Properties
@@ -1033,30 +1064,45 @@ def _segment_bases(directory: Path) -> list[int]:
 
 
 def _recover(
-    directory: Path, bases: list[int], recovery_point: int, index_interval_bytes: int
-) -> list[Segment]:
-    """Open segments after an unclean stop: those wholly below the recovery point as after a
-    clean one, the rest checked entry by entry. At the first bad entry the segment is truncated
-    and every later segment deleted: what follows a hole cannot be trusted."""
+    directory: Path, bases: list[int], index_interval_bytes: int
+) -> tuple[list[Segment], RecoveryLoss | None]:
+    """Open and check every segment, entry by entry, rebuilding its indexes. At the first bad
+    entry the segment is truncated and every later segment deleted: what follows a hole cannot
+    be trusted. Returns the segments and what was lost (None: nothing)."""
     segments: list[Segment] = []
     for i, base in enumerate(bases):
-        following = bases[i + 1] if i + 1 < len(bases) else None
-        if following is not None and following <= recovery_point:
-            segments.append(Segment.open(directory, base, index_interval_bytes))
-            continue
         segment, truncated, reason = Segment.recovered(directory, base, index_interval_bytes)
         segments.append(segment)
-        if truncated:
-            log.warning(
-                "log.recovery.truncated",
-                directory=str(directory),
-                base_offset=base,
-                position=segment.size,
-                bytes_removed=truncated,
-                reason=reason,
-            )
-            for later in bases[i + 1 :]:
-                for suffix in layout.SEGMENT_SUFFIXES:
-                    layout.segment_path(directory, later, suffix).unlink(missing_ok=True)
-            break
-    return segments
+        if not truncated:
+            continue
+        later = bases[i + 1 :]
+        # the cut entries' offsets cannot be trusted; a later segment's can be tried
+        old_end = _last_end(directory, later[-1], index_interval_bytes) if later else -1
+        log.warning(
+            "log.recovery.truncated",
+            directory=str(directory),
+            base_offset=base,
+            position=segment.size,
+            bytes_removed=truncated,
+            reason=reason,
+        )
+        removed = truncated
+        for doomed in later:
+            for suffix in layout.SEGMENT_SUFFIXES:
+                path = layout.segment_path(directory, doomed, suffix)
+                if suffix == layout.LOG and path.exists():
+                    removed += path.stat().st_size
+                path.unlink(missing_ok=True)
+        return segments, RecoveryLoss(segment.next_offset, old_end, removed, len(later), reason)
+    return segments, None
+
+
+def _last_end(directory: Path, base: int, index_interval_bytes: int) -> int:
+    """The log end a segment about to be deleted reached, read from its last index entry on
+    (-1 when that cannot be read either)."""
+    try:
+        segment = Segment.open(directory, base, index_interval_bytes)
+    except (OSError, CorruptSegmentError):
+        return -1
+    segment.close_indexes()
+    return segment.next_offset

@@ -103,7 +103,7 @@ def test_damage_in_a_middle_segment_drops_what_follows(open_log: OpenLog, tmp_pa
     reopened.close()
 
 
-def test_only_segments_from_the_recovery_point_are_checked(
+def test_segments_below_the_recovery_point_are_checked_too(
     open_log: OpenLog, tmp_path: Path
 ) -> None:
     log = open_log(segment_bytes=1024)
@@ -113,11 +113,14 @@ def test_only_segments_from_the_recovery_point_are_checked(
     bases = log.segment_base_offsets
     copy = crash_copy(log.directory, tmp_path / "copy" / "t-0")
     data = bytearray(_segment(copy, bases[0]).read_bytes())
-    data[-1] ^= 1  # rot in a flushed segment: not the crash recovery's business
+    data[-1] ^= 1  # rot in a flushed segment: its last entry fails its CRC
     _segment(copy, bases[0]).write_bytes(bytes(data))
     reopened = PartitionLog.open(copy, log.config)
-    assert reopened.log_end_offset == 60
-    assert _segment(copy, bases[0]).stat().st_size == len(data)
+    assert reopened.log_end_offset == bases[1] - 1
+    assert reopened.segment_base_offsets == (0,)
+    assert reopened.recovery_loss is not None
+    assert reopened.recovery_loss.first_offset == bases[1] - 1
+    assert reopened.recovery_loss.old_end == 60
     reopened.close()
 
 
