@@ -18,10 +18,17 @@ from client.metadata import BrokerInfo, ClusterMetadata, MetadataTracker, TopicI
 from client.network import NetworkClient
 from client.offsets import OffsetAndTimestamp, list_offsets
 from client.records import TopicPartition
+from client.replica_reads import ReplicaRead, ReplicaReads, read_replicas
 from client.security import SecurityConfig, SecurityOptions
 from protocol.acls import AclBinding, AclBindingFilter
 from protocol.apis import ApiKey
-from protocol.errors import BrokerError, ErrorCode, TopicAlreadyExistsError, error_for
+from protocol.errors import (
+    BrokerError,
+    ErrorCode,
+    OdradekError,
+    TopicAlreadyExistsError,
+    error_for,
+)
 from protocol.scram import MIN_ITERATIONS, CredentialFormatError, ScramCredential
 
 
@@ -377,6 +384,15 @@ class Admin:
                                       p["high_watermark"], p["segments"])
                         for p in t["partitions"])
         return out
+
+    def read_replicas(self, reads: ReplicaReads
+                      ) -> dict[int, dict[TopicPartition, ReplicaRead] | OdradekError]:
+        """Each named broker's own replicas of partitions, leader or follower, from the given
+        offsets (client.replica_reads: Kafka's debugging fetch), every broker asked at once; a
+        broker that cannot be reached gives its error instead. Brokers are known by the ids the
+        latest metadata (``describe_topics``, ``cluster_metadata``) named."""
+        self._check_open()
+        return read_replicas(self._network, reads, self._timeout)
 
     # ------------------------------------------------------------------------------- users
 

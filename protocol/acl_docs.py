@@ -41,6 +41,7 @@ CLI_APIS: dict[str, tuple[ApiKey, ...]] = {
     "groups remove-members": (K.FIND_COORDINATOR, K.LEAVE_GROUP),
     "cluster status": (K.METADATA, K.LIST_GROUPS, K.DESCRIBE_GROUPS),
     "cluster elect-leaders": (K.ELECT_LEADERS,),
+    "cluster verify-replicas": (K.FETCH,),
     "records delete": (K.DELETE_RECORDS,),
     "log-dirs": (K.DESCRIBE_LOG_DIRS,),
     "acls add": (K.CREATE_ACLS,),

@@ -256,7 +256,7 @@ API_ACLS: dict[ApiKey, tuple[AclCheck, ...]] = {
         _c(_C, _TOPIC, "to auto-create a missing topic (or Create on the cluster)"),
     ),
     ApiKey.FETCH: (
-        _c(_R, _TOPIC, "consumers"),
+        _c(_R, _TOPIC, "consumers, and debugging reads of any replica (replica_id -2)"),
         _c(_CA, _CLUSTER, "replica fetches (replica_id >= 0), " + _BROKERS),
     ),
     ApiKey.LIST_OFFSETS: (_c(_DESC, _TOPIC),),

@@ -164,10 +164,17 @@ PRODUCE = Api(
 )
 
 # ---------------------------------------------------------------------------------------- Fetch
+#: Fetch's replica_id of consumers
+CONSUMER_REPLICA_ID = -1
+#: Fetch's replica_id of a debugging read (Kafka's ``Request.DebuggingConsumerId``): the broker
+#: answers from its own replica, leader or follower, up to that replica's high watermark --
+#: what replica verification compares
+DEBUGGING_REPLICA_ID = -2
 FETCH = Api(
     ApiKey.FETCH, "Fetch", 0, 3,
     _s("FetchRequest",
-       _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas"),
+       _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas; -2 "
+          "for a debugging read of this broker's own replica, leader or not"),
        _f("max_wait_ms", INT32, "long-poll: wait up to this long for min_bytes"),
        _f("min_bytes", INT32, "answer as soon as this many bytes are available"),
        _f("max_bytes", INT32, "bound on the whole response's record bytes"),
@@ -203,7 +210,11 @@ FETCH = Api(
     "watermark. v1 adds the leader epochs a follower records; v2 adds throttle_time_ms "
     "(fetch quotas); v3 adds the follower's log start offset. A follower fetch (v3) whose "
     "log_start_offset is below the leader's is answered at once, data or not, so the follower "
-    "moves its log start without waiting out max_wait_ms.",
+    "moves its log start without waiting out max_wait_ms. replica_id -2 (Kafka's debugging "
+    "consumer) reads the answering broker's own replica whether it leads the partition or "
+    "follows it, up to that replica's high watermark, with a consumer's permission (Read on "
+    "the topic): `odradek cluster verify-replicas` compares replicas with it; a broker "
+    "without a replica of the partition answers UNKNOWN_TOPIC_OR_PARTITION.",
 )
 
 # ---------------------------------------------------------------------------------- ListOffsets

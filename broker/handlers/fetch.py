@@ -12,8 +12,13 @@ or until its client closes the connection, which ends the fetch at once. A follo
 reported: DeleteRecords waits for the follower to move its own (the low watermark), and wakes
 the fetches parked on the partition.
 
+A debugging read (replica_id -2, Kafka's ``DebuggingConsumerId``) is answered from this
+broker's own replica, leader or follower, up to that replica's high watermark: replica
+verification (tooling/replica_verification.py) reads every replica of a partition so.
+
 With an authorizer, a consumer's fetch needs Read on each topic (TOPIC_AUTHORIZATION_FAILED in
-the partitions of the others) and a follower's ClusterAction on the cluster. A consumer's
+the partitions of the others) and a follower's ClusterAction on the cluster; a debugging read
+needs what a consumer's does, as in Kafka (only replica ids >= 0 are followers). A consumer's
 fetched bytes count against its fetch quota: over it, the response (v2: with
 ``throttle_time_ms``) is held back, and the connection with it.
 """
@@ -32,7 +37,7 @@ from broker.frames import WithFileSlices, sendable
 from broker.log import ReadResult
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from protocol.acls import ResourceType
-from protocol.apis import ApiKey
+from protocol.apis import DEBUGGING_REPLICA_ID, ApiKey
 from protocol.errors import BrokerError, ErrorCode
 from protocol.partitions import TopicPartition
 from protocol.wire import Request
@@ -148,7 +153,8 @@ def _read_partition(
     replica_id: int = -1, log_start_offset: int = -1,
 ) -> dict[str, Any]:
     try:
-        ctx.cluster.check_leader(topic, partition)
+        if replica_id != DEBUGGING_REPLICA_ID:  # which any replica answers, leader or not
+            ctx.cluster.check_leader(topic, partition)
         if replica_id >= 0:  # a follower: it has everything from its log start to offset
             ctx.cluster.follower_fetched(replica_id, topic, partition, offset,
                                          log_start_offset)
@@ -163,7 +169,7 @@ def _read_partition(
     try:
         high_watermark = plog.high_watermark
         log_start = plog.log_start_offset
-        # consumers read below the high watermark only; followers read everything
+        # consumers and debugging reads stop at the high watermark; followers read everything
         records = plog.read(offset, max_bytes,
                             max_offset=None if replica_id >= 0 else high_watermark)
     except Exception as exc:  # an out-of-range offset, a log deleted meanwhile, a disk error

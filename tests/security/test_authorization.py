@@ -27,7 +27,7 @@ from protocol.acls import (
     PatternType,
     ResourceType,
 )
-from protocol.apis import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKey
+from protocol.apis import DEBUGGING_REPLICA_ID, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ApiKey
 from protocol.errors import (
     BrokerError,
     ClusterAuthorizationFailedError,
@@ -178,6 +178,21 @@ def test_replica_fetch_needs_cluster_action(raw: RawClient, acls: Acls) -> None:
     acls.grant(binding(Op.READ))  # a consumer's Read is not enough
     with pytest.raises(ClusterAuthorizationFailedError):
         raw.request(ApiKey.FETCH, body, version=1)
+
+
+def test_a_debugging_fetch_needs_what_a_consumers_does(raw: RawClient, acls: Acls) -> None:
+    """replica_id -2 (replica verification) reads like a consumer, as in Kafka: Read on the
+    topic, no ClusterAction."""
+    acls.topic("t")
+    acls.grant(binding(Op.WRITE))
+    raw.request(ApiKey.PRODUCE, produce_body("t", b"secret"))
+    body = {"replica_id": DEBUGGING_REPLICA_ID, "max_wait_ms": 0, "min_bytes": 0,
+            "max_bytes": 1024, "topics": [{"name": "t", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "max_bytes": 1024}]}]}
+    denied = only(raw.request(ApiKey.FETCH, body))
+    assert denied["error_code"] == TOPIC_DENIED and denied["records"] == b""
+    acls.grant(binding(Op.READ))
+    assert b"secret" in only(raw.request(ApiKey.FETCH, body))["records"]
 
 
 def test_list_offsets_needs_describe(raw: RawClient, acls: Acls) -> None:

@@ -7,7 +7,8 @@ partitions, under-replicated partitions and preferred-leader imbalance. It also 
 coordinator's load, broker by broker: the ``__consumer_offsets`` partitions each leads and the
 groups it coordinates with their members (ListGroups and DescribeGroups sent to each broker) --
 a group's coordinator follows from its name (crc32 of the id), so a few busy groups can land on
-one broker.
+one broker. ``verify-replicas`` compares every replica of each partition byte for byte
+(tooling/cli/verify_replicas.py).
 
 ``add_cluster_parser`` adds them to the ``odradek`` parser (tooling/cli/main.py); the handlers print
 through its ``Output``: rich tables, or JSON with ``--json``.
@@ -31,6 +32,7 @@ from tooling.cli.args import (
     security_options,
 )
 from tooling.cli.output import Output
+from tooling.cli.verify_replicas import add_verify_replicas_parser
 from tooling.cluster_health import ClusterHealth, PartitionHealth, cluster_health
 from tooling.local.cluster import ClusterRecord, LocalCluster, LocalClusterError
 
@@ -147,6 +149,8 @@ def add_cluster_parser(
     )
     add_command_config(elect)
     elect.set_defaults(run=cmd_cluster_elect_leaders)
+
+    add_verify_replicas_parser(actions, json_parent, DEFAULT_DIR, _status_bootstrap)
 
 
 # ---------------------------------------------------------------------------------- up, down
