@@ -194,11 +194,15 @@ class PartitionLog:
             segments = [Segment.create(directory, 0, config.index_interval_bytes)]
         for segment in segments[:-1]:
             segment.seal()
-        for segment in segments:
-            segment.fsync()
-        layout.write_offset_file(
-            directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
-        )
+        if clean and loss is None:  # rebuilt indexes need no fsync: every start rebuilds them
+            for segment in segments[:-1]:
+                segment.close_indexes()
+        else:
+            for segment in segments:
+                segment.fsync()
+            layout.write_offset_file(
+                directory / layout.RECOVERY_POINT, segments[-1].next_offset, durable=True
+            )
         if segments[-1].size:
             segments[-1].first_append_time = _roll_clock_start(segments[-1], clock())
         checkpoint = layout.read_offset_file(directory / layout.CLEANER_CHECKPOINT)
