@@ -120,6 +120,20 @@ def test_a_malformed_entry_is_reported_where_the_others_go_on() -> None:
     assert "below the minimum" in difference.detail
 
 
+def test_a_damaged_offset_field_is_a_malformed_copy_not_a_short_one() -> None:
+    log = _log(10)
+    for damaged_offset in (2, 1 << 40):  # below the one before it, or past the range
+        damaged = bytearray(log)
+        damaged[5 * ENTRY:5 * ENTRY + 8] = damaged_offset.to_bytes(8, "big")
+        comparison = compare_message_sets({0: log, 1: bytes(damaged)}, end=10, reference=0)
+        difference = comparison.difference
+        assert difference is not None
+        assert (difference.offset, difference.kind, difference.brokers) == (
+            5, DifferenceKind.MALFORMED, (0, 1)), difference
+        assert f"offset {damaged_offset}" in difference.detail
+        assert comparison.compared == 5
+
+
 def test_only_the_range_asked_for_is_compared() -> None:
     log = _log(10)
     # copies that differ at offset 8 agree below 8, and from 3 on the first entries are skipped
