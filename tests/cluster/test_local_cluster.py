@@ -34,6 +34,7 @@ from tooling.local.cluster import (
     LocalCluster,
     LocalClusterError,
     RecordedProcess,
+    ZooKeeperRecord,
     ZooKeeperServer,
     ZooKeeperUnavailableError,
     find_java,
@@ -383,6 +384,32 @@ def test_record_keeps_each_brokers_kafka_address_and_reads_older_records() -> No
     assert older.bootstrap == record.bootstrap and older.kafka_bootstrap == ""
 
 
+def test_record_keeps_every_server_of_an_ensemble_and_down_stops_them_after_the_brokers(
+) -> None:
+    servers = tuple(
+        ZooKeeperRecord(n, 2180 + n, f"zk-{n}.log", RecordedProcess(200 + n, ("java", str(n))))
+        for n in (1, 2, 3)
+    )
+    broker = BrokerRecord(0, "127.0.0.1", 9000, None, "d", "l", "o",
+                          RecordedProcess(100, ("python", "-m", "broker")))
+    record = ClusterRecord("127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183/odradek", None, None,
+                           (broker,), servers)
+    data = record.to_json()
+    assert data["zookeeper"]["started_here"] and "pid" not in data["zookeeper"]
+    assert [(z["id"], z["port"], z["pid"]) for z in data["zookeeper"]["servers"]] == [
+        (1, 2181, 201), (2, 2182, 202), (3, 2183, 203)]
+    assert ClusterRecord.from_json(json.loads(json.dumps(data))) == record
+    assert [name for name, _ in record.processes()] == [
+        "broker 0", "zookeeper 1", "zookeeper 2", "zookeeper 3"]
+
+
+def test_up_refuses_an_ensemble_beside_a_zookeeper_to_use(tmp_path: Path) -> None:
+    with pytest.raises(LocalClusterError, match="exclude each other"):
+        LocalCluster(tmp_path).up(1, zookeeper="127.0.0.1:5", zookeepers=3)
+    with pytest.raises(LocalClusterError, match="at least one ZooKeeper server"):
+        LocalCluster(tmp_path).up(1, zookeepers=0)
+
+
 def _processes_using(path: Path) -> list[int]:
     """PIDs whose command line names ``path`` (this test's own directory)."""
     pids = []
@@ -493,3 +520,40 @@ def test_cluster_up_status_down_end_to_end(tmp_path: Path) -> None:
             LocalCluster(directory).down()
         for log in sorted(directory.glob("broker-*.log")):  # shown when the test failed
             print(f"===== {log.name} =====\n{log.read_text(errors='replace')[-4000:]}")
+
+
+@pytest.mark.cluster
+@pytest.mark.integration
+@pytest.mark.timeout(120)
+def test_cluster_up_with_a_zookeeper_ensemble_status_and_down(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    try:
+        up = _odradek("cluster", "up", "--brokers", "2", "--zookeepers", "3",
+                      "--dir", str(directory), "--json")
+        assert up.returncode == 0, up.stderr
+        started = json.loads(up.stdout)
+        servers = started["zookeeper"]["servers"]
+        assert [z["id"] for z in servers] == [1, 2, 3]
+        hosts = ",".join(f"127.0.0.1:{z['port']}" for z in servers)
+        assert started["zookeeper"]["connect"] == f"{hosts}/odradek"
+        assert all(process_cmdline(z["pid"]) == tuple(z["cmdline"]) for z in servers)
+
+        def ensemble_status() -> dict[str, Any] | None:
+            result = _odradek("cluster", "status", "--dir", str(directory), "--json")
+            assert result.returncode == 0, result.stderr
+            s: dict[str, Any] = json.loads(result.stdout)
+            return s if {b["node_id"] for b in s["brokers"]} == {0, 1} else None
+
+        status = until(ensemble_status, 60, "2 live brokers")
+        modes = sorted(z["mode"] for z in status["zookeeper_servers"])
+        assert modes == ["follower", "follower", "leader"], status["zookeeper_servers"]
+
+        down = _odradek("cluster", "down", "--dir", str(directory), "--json")
+        assert down.returncode == 0, down.stderr
+        assert [d["process"] for d in json.loads(down.stdout)] == [
+            "broker 1", "broker 0", "zookeeper 1", "zookeeper 2", "zookeeper 3"]
+        assert {d["outcome"] for d in json.loads(down.stdout)} == {"stopped"}
+        assert all(process_cmdline(z["pid"]) is None for z in servers)
+    finally:
+        if (directory / "cluster.json").exists():
+            LocalCluster(directory).down()

@@ -34,7 +34,13 @@ from tooling.cli.args import (
 from tooling.cli.output import Output
 from tooling.cli.verify_replicas import add_verify_replicas_parser
 from tooling.cluster_health import ClusterHealth, PartitionHealth, cluster_health
-from tooling.local.cluster import ClusterRecord, LocalCluster, LocalClusterError
+from tooling.local.cluster import (
+    LOOPBACK,
+    ClusterRecord,
+    LocalCluster,
+    LocalClusterError,
+    zookeeper_mode,
+)
 
 DEFAULT_DIR = "./odradek-cluster"
 
@@ -64,7 +70,8 @@ def add_cluster_parser(
         "up",
         parents=[directory, json_parent],
         help="start a local cluster: ZooKeeper and N brokers on 127.0.0.1",
-        description="Start a ZooKeeper (unless --zookeeper names one) and N brokers "
+        description="Start a ZooKeeper (an ensemble with --zookeepers; none when --zookeeper "
+        "names one) and N brokers "
         "(ids 0..N-1) on 127.0.0.1 with free ports, in their own sessions so they keep "
         "running after this command. Data, logs and cluster.json go to --dir. Prints the "
         "bootstrap list. Refuses when --dir already has a running cluster.",
@@ -73,10 +80,16 @@ def add_cluster_parser(
         "--brokers", type=positive_int, default=3, metavar="N",
         help="how many brokers (default: %(default)s)",
     )
-    up.add_argument(
+    zookeeper = up.add_mutually_exclusive_group()
+    zookeeper.add_argument(
         "--zookeeper", metavar="HOST:PORT[/CHROOT]",
         help="use this ZooKeeper instead of starting one; the brokers use its chroot "
         "(default chroot: /odradek)",
+    )
+    zookeeper.add_argument(
+        "--zookeepers", type=positive_int, default=1, metavar="N",
+        help="start N ZooKeeper servers as one ensemble (3 or 5: it serves while a majority "
+        "runs; default: %(default)s, a standalone server)",
     )
     up.add_argument(
         "--rack-count", type=positive_int, metavar="K",
@@ -94,8 +107,8 @@ def add_cluster_parser(
         parents=[directory, json_parent],
         help="stop the local cluster recorded in --dir",
         description="Stop each broker recorded in DIR/cluster.json (SIGTERM; SIGKILL after a "
-        "deadline), then the ZooKeeper if `up` started it. A recorded PID that now runs "
-        "another program is left alone. Data and logs stay.",
+        "deadline), then the ZooKeeper server(s) if `up` started them. A recorded PID that "
+        "now runs another program is left alone. Data and logs stay.",
     )
     down.set_defaults(run=cmd_cluster_down)
 
@@ -163,7 +176,8 @@ def cmd_cluster_up(args: argparse.Namespace, output: Output) -> int:
     cluster = LocalCluster(args.dir, broker_args=broker_args)
     if not args.json:
         output.note(f"starting {args.brokers} broker(s) in {cluster.directory} ...")
-    record = cluster.up(args.brokers, zookeeper=args.zookeeper, rack_count=args.rack_count or 0)
+    record = cluster.up(args.brokers, zookeeper=args.zookeeper, rack_count=args.rack_count or 0,
+                        zookeepers=args.zookeepers)
     if args.json:
         output.json({"dir": str(cluster.directory), **record.to_json()})
         return 0
@@ -176,7 +190,8 @@ def cmd_cluster_up(args: argparse.Namespace, output: Output) -> int:
             for b in record.brokers
         ],
     )
-    output.out.write(_zookeeper_line(record) + "\n")
+    for line in _zookeeper_lines(record):
+        output.out.write(line + "\n")
     output.out.write(f"bootstrap: {record.bootstrap}\n")
     output.out.write(f"Kafka clients (kcat, librdkafka, kafka-python, kafkajs): "
                      f"{record.kafka_bootstrap}\n")
@@ -184,13 +199,19 @@ def cmd_cluster_up(args: argparse.Namespace, output: Output) -> int:
     return 0
 
 
-def _zookeeper_line(record: ClusterRecord) -> str:
+def _zookeeper_lines(record: ClusterRecord) -> list[str]:
+    if record.zookeeper_servers:
+        return [f"zookeeper: {record.zookeeper_connect} (an ensemble of "
+                f"{len(record.zookeeper_servers)})"] + [
+            f"  server {z.server_id}: {LOOPBACK}:{z.port} (pid {z.process.pid}, log {z.log_file})"
+            for z in record.zookeeper_servers
+        ]
     if record.zookeeper is None:
-        return f"zookeeper: {record.zookeeper_connect} (not started here)"
-    return (
+        return [f"zookeeper: {record.zookeeper_connect} (not started here)"]
+    return [
         f"zookeeper: {record.zookeeper_connect} (pid {record.zookeeper.pid}, "
         f"log {record.zookeeper_log})"
-    )
+    ]
 
 
 def cmd_cluster_down(args: argparse.Namespace, output: Output) -> int:
@@ -216,11 +237,16 @@ def cmd_cluster_status(args: argparse.Namespace, output: Output) -> int:
         loads = admin.coordinator_loads()
     coordinators = coordinators_json(health, loads)
     kafka = _kafka_addresses(args)
+    ensemble = _zookeeper_servers(args)
     if args.json:
-        output.json({**health_json(health, kafka), "group_coordinators": coordinators})
+        output.json({**health_json(health, kafka), "group_coordinators": coordinators,
+                     **({"zookeeper_servers": ensemble} if ensemble else {})})
         return 0
     _print_health(output, health, kafka)
     _print_coordinators(output, coordinators)
+    if ensemble:
+        output.table("zookeeper ensemble", ("server", "address", "pid", "mode"), [
+            (z["id"], z["address"], z["pid"], z["mode"] or "not serving") for z in ensemble])
     for c in coordinators:
         if c["error"]:
             output.note(f"broker {c['node_id']} did not list its groups: {c['error']}")
@@ -339,6 +365,22 @@ def _status_bootstrap(args: argparse.Namespace) -> str:
     if local is not None and local.bootstrap:
         return local.bootstrap
     return os.environ.get("ODRADEK_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+
+
+def _zookeeper_servers(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The ZooKeeper ensemble the local cluster's record names (as ``_kafka_addresses``
+    finds the record), each server with what ``srvr`` says it is now: leader, follower, or
+    None while it does not serve (down, or without a majority). Empty without an ensemble."""
+    if args.bootstrap:
+        return []
+    record = LocalCluster(args.dir if args.dir is not None else Path(DEFAULT_DIR)).read()
+    if record is None:
+        return []
+    return [
+        {"id": z.server_id, "address": f"{LOOPBACK}:{z.port}", "pid": z.process.pid,
+         "mode": zookeeper_mode(z.port) if z.process.is_running() else None}
+        for z in record.zookeeper_servers
+    ]
 
 
 def _kafka_addresses(args: argparse.Namespace) -> dict[int, str]:
