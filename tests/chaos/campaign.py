@@ -29,9 +29,10 @@ from tests.chaos.history import (
     write_records,
 )
 from tests.chaos.workload import GROUPS, Workload, last_member_id, write_history
-from tests.cluster.conftest import Cluster, free_port, read_partitions, replica_log, until
+from tests.cluster.conftest import Cluster, free_port, read_partitions, until
 from tests.cluster.link_proxy import LinkProxy
 from tooling.local.cluster import ZooKeeperServer
+from tooling.replica_verification import verify_replicas
 
 TOPIC = "chaos"
 #: what describe_group calls a group that is not rebalancing
@@ -220,7 +221,7 @@ class Campaign:
                      records=tuple((o, (v or b"").decode()) for o, v in logs[p]))
             for p in partitions])
         write_records(self.run_dir / ReplicaVerdict.FILE,
-                      compare_replicas(stage.cluster, TOPIC, partitions))
+                      compare_replicas(workload.bootstrap, TOPIC))
         write_records(self.run_dir / GroupOutcome.FILE, groups)
 
 
@@ -280,22 +281,10 @@ def _stable(outcome: GroupOutcome) -> bool:
             and len(outcome.members) > 0)
 
 
-def compare_replicas(cluster: Cluster, topic: str, partitions: list[int]
-                     ) -> list[ReplicaVerdict]:
-    """Each partition's replicas compared entry by entry on disk (the brokers caught up),
-    below the shortest copy's end."""
-    verdicts = []
-    for p in partitions:
-        copies = {b: replica_log(process, topic, p) for b, process in cluster.brokers.items()}
-        shortest = min(len(c) for c in copies.values())
-        reference, first = min(copies), None
-        for broker, copy in sorted(copies.items()):
-            differ = [i for i in range(shortest) if copy[i] != copies[reference][i]][:1]
-            if differ:
-                i = differ[0]
-                first = (f"offset {copies[reference][i][0]}: broker {reference} holds "
-                         f"{copies[reference][i]!r}, broker {broker} {copy[i]!r}")
-                break
-        verdicts.append(ReplicaVerdict(topic=topic, partition=p, agree=first is None,
-                                       first_difference=first))
-    return verdicts
+def compare_replicas(bootstrap: str, topic: str) -> list[ReplicaVerdict]:
+    """Each partition's replicas compared byte for byte below the high watermark by the
+    operator's tool (``odradek cluster verify-replicas``), as checker records."""
+    return [ReplicaVerdict(topic=v.topic, partition=v.partition, agree=v.difference is None,
+                           first_difference=None if v.difference is None else str(v.difference),
+                           unanswered=tuple(sorted(v.not_answering)))
+            for v in verify_replicas(bootstrap, [topic])]
