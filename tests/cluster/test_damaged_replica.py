@@ -182,3 +182,45 @@ def test_a_damaged_leader_back_first_after_the_whole_cluster_stopped_is_not_elec
     print(f"{len(acked)} acknowledged, {len(lost)} lost; the old leader was cut at "
           f"{bad_offset}")
     assert not lost
+
+
+@pytest.mark.timeout(150)
+def test_a_damaged_leader_killed_alone_comes_back_as_a_follower_and_leads_once_caught_up(
+    make_cluster: Callable[..., Cluster],
+) -> None:
+    cluster = make_cluster(3)
+    topic = "damaged-preferred"
+    with Admin(cluster.any_running().bootstrap, timeout_ms=20_000) as admin:
+        admin.create_topic(topic, 1, 3, configs={
+            "segment.bytes": str(SEGMENT_BYTES), "min.insync.replicas": "2"},
+            replica_assignment={0: [0, 1, 2]})
+    cluster.wait_for_leaders(topic, 1)
+    until(lambda: _in_sync(cluster, topic), 20, f"a full ISR for {topic}")
+    bootstrap = ",".join(p.bootstrap for p in cluster.brokers.values())
+    acked = _send_all(bootstrap, topic, _values("a", 400))
+    preferred = cluster.brokers[0]
+    assert cluster.state(topic, 0)["leader"] == 0
+
+    port = preferred.port
+    preferred.kill()
+    until(lambda: cluster.state(topic, 0)["leader"] not in (0, -1)
+          and 0 not in cluster.state(topic, 0)["isr"], cluster.failover_bound,
+          "another leader, and the killed one out of the ISR")
+    bad_offset = _damage(preferred, topic)
+    acked |= _send_all(bootstrap, topic, _values("b", 100))
+
+    preferred.start(port=port, timeout=cluster.failover_bound + 10)
+    assert f"first_offset_dropped={bad_offset}" in _since_start(preferred)
+    until(lambda: _in_sync(cluster, topic), 60, "the damaged replica back in the ISR")
+    with Admin(bootstrap, timeout_ms=20_000) as admin:
+        until(lambda: cluster.state(topic, 0)["leader"] == 0
+              or admin.elect_leaders([(topic, 0)]) == [(topic, 0)], 30,
+              "the preferred replica leads again")
+    acked |= _send_all(bootstrap, topic, _values("c", 100))
+    for process in cluster.brokers.values():
+        until(lambda p=process: _log_bytes(p, topic) == _log_bytes(preferred, topic), 30,
+              f"broker {process.node_id} holds the leader's bytes")
+    lost = _lost(bootstrap, topic, acked)
+    print(f"{len(acked)} acknowledged, {len(lost)} lost; the old leader was cut at "
+          f"{bad_offset} and leads again")
+    assert not lost
