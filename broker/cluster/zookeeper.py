@@ -18,10 +18,17 @@ import trio
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+#: The longest pause between rounds of reconnection attempts. kazoo doubles it up to 60 s by
+#: default, so after a long outage (an ensemble without its majority) a broker would come
+#: back long after the ensemble did, its session expired meanwhile: the controller resigns,
+#: every broker registers anew. Kafka's ZooKeeper client tries the next server within a second.
+RECONNECT_MAX_DELAY = 1.0
 
 
 class ZooKeeperUnavailableError(RuntimeError):
@@ -62,7 +69,9 @@ class ZooKeeper:
         self._token = trio.lowlevel.current_trio_token()
         if self._chroot:
             await self._run(self._ensure_chroot)
-        client = KazooClient(hosts=self.connect, timeout=self._session_timeout)
+        client = KazooClient(hosts=self.connect, timeout=self._session_timeout,
+                             connection_retry=KazooRetry(max_tries=-1,
+                                                         max_delay=RECONNECT_MAX_DELAY))
         client.add_listener(self._kazoo_state)
         try:
             await self._run(functools.partial(client.start, timeout=self._connection_timeout))

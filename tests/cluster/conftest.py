@@ -32,6 +32,8 @@ from client.network import NetworkClient, parse_bootstrap
 from protocol.apis import ApiKey
 from tests.broker_process import BrokerProcess
 from tests.cluster.link_proxy import LinkProxy
+from tooling.local.cluster import ZooKeeperUnavailableError
+from tooling.local.zookeeper_ensemble import ZooKeeperEnsemble
 
 #: short sessions, so that a dead broker's registration goes within seconds
 SESSION_TIMEOUT_MS = 4000
@@ -275,6 +277,27 @@ def make_cluster(tmp_path: Path, zk_connect: str) -> Iterator[Callable[..., Clus
                   f"{process.log_text()}")
         for process in cluster.extra:
             print(f"===== extra broker log ({process.data_dir}) =====\n{process.log_text()}")
+
+
+# ------------------------------------------------------------------- a ZooKeeper ensemble
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper servers forming an ensemble for this test alone, started, for tests that
+    kill its leader, a minority or a majority (the session's standalone ZooKeeper is shared by
+    every other test). Stopped by PID at the end -- after ``make_cluster``'s brokers when the
+    test asks for this fixture first; each server's log is printed then."""
+    ensemble = ZooKeeperEnsemble(tmp_path / "ensemble")
+    try:
+        ensemble.start()
+    except ZooKeeperUnavailableError as exc:
+        pytest.fail(f"cluster tests need ZooKeeper: {exc}", pytrace=False)
+    yield ensemble
+    ensemble.stop()
+    for server in ensemble:
+        log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+        print(f"===== zookeeper {server.server_id} log (last 4000 characters) =====\n"
+              f"{log[-4000:]}")
 
 
 # ------------------------------------------------------------------------------ cut links
