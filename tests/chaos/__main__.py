@@ -11,6 +11,7 @@ import argparse
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from tests.chaos.campaign import Campaign, Config
@@ -41,10 +42,17 @@ def main() -> int:
         config = Config(seed=seed, faults=args.faults, brokers=args.brokers,
                         mean_gap_s=args.mean_gap_s,
                         log=lambda line: print(line, flush=True))
-        Campaign(config, run_dir).run()
+        try:
+            Campaign(config, run_dir).run()
+        except Exception:  # the run could not finish: a finding too; the next seed runs
+            traceback.print_exc()
+            print(f"seed {seed}: the run did not finish", flush=True)
+            failed += 1
+            continue
         report = check(run_dir)
         print(report.render(), flush=True)
         print(f"seed {seed}: {time.monotonic() - began:.0f} s", flush=True)
+        print(f"seed {seed}: {report.to_json()}", flush=True)
         failed += not report.ok
     return 1 if failed else 0
 

@@ -284,7 +284,8 @@ def double_ownership(history: History, run_end: float) -> tuple[list[Violation],
 
 def groups_unsettled(history: History) -> Iterator[Violation]:
     """Once the faults are over, every group returns to its settled state with exactly the
-    members still alive: a group stuck rebalancing, or holding a dead member, stalls its
+    members still alive, and consumes every partition to its end: a group stuck
+    rebalancing, holding a dead member, or with a member that stopped fetching, stalls its
     partitions."""
     described = {outcome.group for outcome in history.groups}
     for group in sorted({line.group for line in history.owned} - described):
@@ -299,6 +300,12 @@ def groups_unsettled(history: History) -> Iterator[Violation]:
             yield Violation("group-unsettled",
                             f"group {outcome.group} ends with members {sorted(outcome.members)}"
                             f", expected {sorted(outcome.expected_members)}",
+                            (evidence(outcome),))
+        elif outcome.behind:
+            stalled = ", ".join(f"{topic}-{partition} at {committed} of {end}"
+                                for topic, partition, committed, end in outcome.behind)
+            yield Violation("group-unsettled",
+                            f"group {outcome.group} never consumed to the end: {stalled}",
                             (evidence(outcome),))
 
 

@@ -124,7 +124,9 @@ class ReplicaVerdict:
 @dataclass(frozen=True, kw_only=True)
 class GroupOutcome:
     """A group as described after the cluster healed, next to the live members the runner
-    expects in it (named as ``members`` names them)."""
+    expects in it (named as ``members`` names them), and the partitions whose committed
+    offset stayed short of the log's end once the producers had stopped: ``(topic,
+    partition, committed, end)``, committed -1 for none."""
 
     FILE: ClassVar[str] = "groups.jsonl"
     group: str
@@ -132,6 +134,7 @@ class GroupOutcome:
     generation: int
     members: tuple[str, ...]
     expected_members: tuple[str, ...]
+    behind: tuple[tuple[str, int, int, int], ...] = ()
 
 
 Record = Produced | Consumed | Owned | Commit | Fault | FinalLog | ReplicaVerdict | GroupOutcome

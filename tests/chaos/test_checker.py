@@ -293,6 +293,7 @@ def test_a_zombie_commit_after_it_left_is_no_overlap() -> None:
     (dict(state="PrepareRebalance"), "ends PrepareRebalance, not Steady"),
     (dict(members=("m0",)), "ends with members ['m0'], expected ['m0', 'm1']"),
     (dict(members=("m0", "m1", "m2")), "expected ['m0', 'm1']"),
+    (dict(behind=(("t", 1, 3, 5),)), "never consumed to the end: t-1 at 3 of 5"),
 ])
 def test_a_group_not_settled_with_its_live_members_is_found(outcome, says) -> None:
     history = clean_history()

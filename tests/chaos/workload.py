@@ -204,6 +204,8 @@ def write_history(workload: Workload) -> None:
     for member in workload.members:
         for kind, lines in member_history(member).items():
             kinds[kind] += lines
+    for member in workload.members:  # what the client logged, to read beside the history
+        member.out.with_suffix(".log").write_text("".join(member.process.stderr))
     kinds["produced"] = [line for p in workload.producers for line in _lines(p.out)]
     run_dir = workload.run_dir
     for line in kinds["owned"]:
