@@ -151,10 +151,26 @@ class Segment:
     def recovered(
         cls, directory: Path, base_offset: int, index_interval_bytes: int
     ) -> tuple[Segment, int, str | None]:
-        """An existing segment after an unclean stop, checked by ``recover``."""
+        """An existing segment checked by ``recover``, its indexes rebuilt. Indexes that
+        differ from the rebuilt ones (beyond the entry ``seal`` adds) are reported."""
         path = layout.segment_path(directory, base_offset, layout.LOG)
         segment = cls(directory, base_offset, SegmentFile(path, 0), index_interval_bytes)
-        return segment, *segment.recover()
+        found = [_read_or_none(segment.path(suffix)) for suffix in _INDEXES]
+        truncated, reason = segment.recover()
+        if not truncated:
+            for suffix, before in zip(_INDEXES, found, strict=True):
+                after = segment.path(suffix).read_bytes()
+                sealed_extra = TimeIndex.ENTRY.size if suffix == layout.TIME_INDEX else 0
+                if before is None or not (
+                    before.startswith(after) and len(before) - len(after) <= sealed_extra
+                ):
+                    log.warning(
+                        "log.segment.index_rebuilt",
+                        index=str(segment.path(suffix)),
+                        found_bytes=None if before is None else len(before),
+                        rebuilt_bytes=len(after),
+                    )
+        return segment, truncated, reason
 
     def _load_indexes(self) -> bool:
         index = OffsetIndex.load(self.path(layout.INDEX), self.base_offset, self.size)
@@ -469,6 +485,16 @@ class Segment:
         if self.max_timestamp >= 0:
             return self.max_timestamp
         return os.fstat(self.file.fileno()).st_mtime_ns // 1_000_000
+
+
+_INDEXES = (layout.INDEX, layout.TIME_INDEX)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def index_points(

@@ -136,7 +136,7 @@ def test_the_last_entry_of_a_closed_segment_damaged_drops_the_segments_after_it(
 )
 @pytest.mark.parametrize("suffix", [".index", ".timeindex"])
 def test_a_damaged_index_of_a_closed_segment_is_rebuilt(
-    open_log: OpenLog, damage: str, suffix: str, clean: bool
+    open_log: OpenLog, damage: str, suffix: str, clean: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = _build(open_log)
     before = triples(read_all(log))
@@ -160,7 +160,11 @@ def test_a_damaged_index_of_a_closed_segment_is_rebuilt(
     else:
         path.unlink()
 
+    capsys.readouterr()
     reopened = PartitionLog.open(directory, log.config)
+    reported = [line for line in capsys.readouterr().out.splitlines()
+                if "log.segment.index_rebuilt" in line]
+    assert len(reported) == 1 and path.name in reported[0], reported
     assert reopened.recovery_loss is None
     assert reopened.log_end_offset == MESSAGES
     assert path.read_bytes() == original
@@ -196,3 +200,25 @@ def test_the_manager_reports_a_replica_that_lost_entries_below_its_high_watermar
     assert reopened is not None
     assert reopened.log_end_offset == reopened.high_watermark == bad[1]
     again.close()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "unclean"])
+def test_sound_indexes_are_rebuilt_the_same_and_not_reported(
+    open_log: OpenLog, clean: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _build(open_log)
+    directory = log.directory
+    _stop(log, clean)
+    indexes = sorted(directory.glob("*index"))
+    before = {path: path.read_bytes() for path in indexes}
+    capsys.readouterr()
+    reopened = PartitionLog.open(directory, log.config)
+    out = capsys.readouterr().out
+    assert "index_rebuilt" not in out and "recovery" not in out, out
+    assert reopened.recovery_loss is None
+    active = reopened.active_segment_base_offset
+    for path, data in before.items():
+        if f"{active:020d}.timeindex" == path.name:
+            data = data[:-12]  # less the entry close() added for the largest timestamp
+        assert path.read_bytes() == data, path.name
+    reopened.close()
