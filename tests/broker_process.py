@@ -48,11 +48,16 @@ class BrokerProcess:
         extra_args: Sequence[str] = (),
         max_open_files: int | None = None,
         module: str = "broker",
+        host: str = "127.0.0.1",
+        netns: str | None = None,
     ) -> None:
         """``settings`` are written to a TOML file passed with --config; ``env`` adds
         environment variables (e.g. ``ODRADEK_AUTO_CREATE_TOPICS_ENABLE``);
         ``max_open_files`` lowers the process's descriptor limit (RLIMIT_NOFILE); ``module``
-        is what ``python -m`` runs (``tests.coordinator_faults`` wraps the broker's)."""
+        is what ``python -m`` runs (``tests.coordinator_faults`` wraps the broker's).
+        ``netns`` runs it in that network namespace (``ip netns exec``, which execs the
+        broker: the PID stays the broker's), listening on ``host``, an address there
+        (tests/netns.py)."""
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
         self.env = dict(env or {})
@@ -60,6 +65,8 @@ class BrokerProcess:
         self.extra_args = list(extra_args)
         self.max_open_files = max_open_files
         self.module = module
+        self.bind_host = host
+        self.netns = netns
         self.port = 0
         #: the port of each listener by name, when the ``listeners`` setting names several
         self.listener_ports: dict[str, int] = {}
@@ -101,7 +108,7 @@ class BrokerProcess:
         assert not self.running, "already running"
         args = [
             sys.executable, "-m", self.module, "start",
-            "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(self.data_dir),
+            "--host", self.bind_host, "--port", str(port), "--data-dir", str(self.data_dir),
         ]
         if self.broker_id is not None:
             args += ["--broker-id", str(self.broker_id)]
@@ -116,8 +123,9 @@ class BrokerProcess:
         self.returncode = None
         with self._stderr_changed:
             self._stderr.append(f"--- start: {' '.join(args[1:])}\n")
+        launcher = [] if self.netns is None else ["ip", "netns", "exec", self.netns]
         proc = subprocess.Popen(
-            [*args, *self.extra_args],
+            [*launcher, *args, *self.extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -11,7 +11,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -105,9 +105,13 @@ class ZooKeeperServer:
         jar: Path = ZOOKEEPER_JAR,
         main: str = ZOOKEEPER_MAIN,
         extra_config: str = "",
+        host: str = LOOPBACK,
+        launcher: Sequence[str] = (),
     ) -> None:
         """``main`` and ``extra_config`` (zoo.cfg lines) make it one server of an ensemble
-        (tooling.local.zookeeper_ensemble)."""
+        (tooling.local.zookeeper_ensemble). ``host`` is the address it serves on, and
+        ``launcher`` the command that runs java (``ip netns exec NS``: tests put ZooKeeper on
+        a host of its own in a network namespace; the PID stays java's)."""
         self.directory = Path(directory).absolute()
         self.port = port
         self.tick_time_ms = tick_time_ms
@@ -118,13 +122,15 @@ class ZooKeeperServer:
         self.jar = Path(jar)
         self.main = main
         self.extra_config = extra_config
+        self.host = host
+        self.launcher = tuple(launcher)
         self.returncode: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._command: tuple[str, ...] = ()
 
     @property
     def connect(self) -> str:
-        return f"{LOOPBACK}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -190,7 +196,7 @@ class ZooKeeperServer:
 
     def mode(self) -> str | None:
         """As ``zookeeper_mode``."""
-        return zookeeper_mode(self.port)
+        return zookeeper_mode(self.port, self.host)
 
     def _spawn(self, java: str) -> None:
         data = self.directory / "data"
@@ -199,7 +205,7 @@ class ZooKeeperServer:
             f"tickTime={self.tick_time_ms}\n"
             f"dataDir={data}\n"
             f"clientPort={self.port}\n"
-            f"clientPortAddress={LOOPBACK}\n"
+            f"clientPortAddress={self.host}\n"
             f"minSessionTimeout={self.min_session_timeout_ms}\n"
             f"maxSessionTimeout={self.max_session_timeout_ms}\n"
             "admin.enableServer=false\n"
@@ -216,7 +222,7 @@ class ZooKeeperServer:
         with self.log_path.open("ab") as log:
             self.returncode = None
             self._proc = subprocess.Popen(
-                self._command,
+                (*self.launcher, *self._command),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
