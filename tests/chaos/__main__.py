@@ -1,4 +1,5 @@
-"""``python -m tests.chaos --seed 1 [--seed 2 ...] [--faults 8] [--brokers 3] [--out DIR]``:
+"""``python -m tests.chaos --seed 1 [--seed 2 ...] [--faults 8] [--brokers 3] [--zookeepers 3]
+[--out DIR]``:
 chaos runs, one per seed, each checked when it ends; exits 1 if any run shows a violation.
 
 One seed reproduces one run's schedule of faults. Each run's directory (``DIR/seed-N``) keeps
@@ -25,6 +26,8 @@ def main() -> int:
                         help="one run per seed (repeat the option for several)")
     parser.add_argument("--faults", type=int, default=8, help="faults per run (8)")
     parser.add_argument("--brokers", type=int, default=3, help="brokers (3; at most 5)")
+    parser.add_argument("--zookeepers", type=int, default=3,
+                        help="servers in the ZooKeeper ensemble (3)")
     parser.add_argument("--mean-gap-s", type=float, default=3.0,
                         help="mean seconds between fault starts (3)")
     parser.add_argument("--out", type=Path, help="where run directories go (a new temporary "
@@ -40,6 +43,7 @@ def main() -> int:
         print(f"seed {seed}: {args.faults} faults on {args.brokers} brokers, in {run_dir}",
               flush=True)
         config = Config(seed=seed, faults=args.faults, brokers=args.brokers,
+                        zookeepers=args.zookeepers,
                         mean_gap_s=args.mean_gap_s,
                         log=lambda line: print(line, flush=True))
         try:

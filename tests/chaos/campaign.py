@@ -30,7 +30,7 @@ from tests.chaos.history import (
 from tests.chaos.workload import GROUPS, Workload, last_member_id, write_history
 from tests.cluster.conftest import Cluster, free_port, read_partitions, until
 from tests.cluster.link_proxy import LinkProxy
-from tooling.local.cluster import ZooKeeperServer
+from tooling.local.zookeeper_ensemble import ZooKeeperEnsemble
 from tooling.replica_verification import verify_replicas
 
 TOPIC = "chaos"
@@ -55,6 +55,7 @@ class Config:
     seed: int
     faults: int = 8
     brokers: int = 3
+    zookeepers: int = 3  # servers in the ensemble
     partitions: int = 6
     max_partitions: int = 8
     producers: int = 2
@@ -92,7 +93,8 @@ class Campaign:
 
     def run(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        zookeeper = ZooKeeperServer(self.run_dir / "zookeeper").start()
+        zookeeper = ZooKeeperEnsemble(self.run_dir / "zookeeper", self.config.zookeepers,
+                                      tick_time_ms=500).start()
         links: list[LinkProxy] = []
         workload: Workload | None = None
         cluster: Cluster | None = None
@@ -114,18 +116,20 @@ class Campaign:
                 link.close()
             zookeeper.stop()
 
-    def _stage(self, zookeeper: ZooKeeperServer, links: list[LinkProxy]) -> Stage:
+    def _stage(self, zookeeper: ZooKeeperEnsemble, links: list[LinkProxy]) -> Stage:
         config = self.config
         chroot = f"/chaos-{config.seed}"
         cluster = Cluster(self.run_dir / "cluster", zookeeper.connect + chroot, SETTINGS)
-        zk_links, broker_links, ports = {}, {}, {}
+        zk_links: dict[int, list[LinkProxy]] = {}
+        broker_links, ports = {}, {}
         for broker_id in range(config.brokers):
-            zk_links[broker_id] = LinkProxy(("127.0.0.1", zookeeper.port))
+            zk_links[broker_id] = [LinkProxy(("127.0.0.1", server.port))
+                                   for server in zookeeper.servers]
             ports[broker_id] = free_port()
             broker_links[broker_id] = LinkProxy(("127.0.0.1", ports[broker_id]))
-            links += [zk_links[broker_id], broker_links[broker_id]]
-            cluster.broker(broker_id,
-                           zookeeper_connect=zk_links[broker_id].address + chroot,
+            links += [*zk_links[broker_id], broker_links[broker_id]]
+            zk_connect = ",".join(link.address for link in zk_links[broker_id])
+            cluster.broker(broker_id, zookeeper_connect=zk_connect + chroot,
                            advertised_listeners=f"PLAINTEXT://{broker_links[broker_id].address}")
         for broker_id, process in cluster.brokers.items():
             process.start(port=ports[broker_id])

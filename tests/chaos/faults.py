@@ -18,7 +18,7 @@ from client.records import TopicPartition
 from tests.chaos.workload import GROUPS, Workload
 from tests.cluster.conftest import Cluster
 from tests.cluster.link_proxy import LinkProxy
-from tooling.local.cluster import ZooKeeperServer
+from tooling.local.zookeeper_ensemble import EnsembleServer, ZooKeeperEnsemble
 
 
 @dataclass
@@ -26,8 +26,8 @@ class Stage:
     """Everything a fault acts on."""
 
     cluster: Cluster
-    zookeeper: ZooKeeperServer
-    zk_links: dict[int, LinkProxy]  # broker -> its link to ZooKeeper
+    zookeeper: ZooKeeperEnsemble
+    zk_links: dict[int, list[LinkProxy]]  # broker -> its links to each ZooKeeper server
     broker_links: dict[int, LinkProxy]  # broker -> the link everyone reaches it by
     workload: Workload
     topic: str
@@ -130,7 +130,8 @@ class BrokerTerm(Kind):
 
 
 class ZooKeeperCut(Kind):
-    """A broker's link to ZooKeeper held (clients and the other brokers still reach it)."""
+    """A broker's links to every ZooKeeper server held (clients and the other brokers still
+    reach it)."""
 
     name, duration = "zookeeper_cut", (1.0, 8.0)
 
@@ -138,14 +139,16 @@ class ZooKeeperCut(Kind):
         broker = _free_broker(stage, rng, max_down=2)
         if broker is None:
             return None
-        link = stage.zk_links[broker]
-        link.cut()
+        links = stage.zk_links[broker]
+        for link in links:
+            link.cut()
 
         def end() -> str:
-            link.restore()
+            for link in links:
+                link.restore()
             return "restored"
 
-        return Fault(self.name, f"broker:{broker}", "link to ZooKeeper cut", end)
+        return Fault(self.name, f"broker:{broker}", "links to ZooKeeper cut", end)
 
 
 class BrokerCut(Kind):
@@ -168,22 +171,49 @@ class BrokerCut(Kind):
         return Fault(self.name, f"broker:{broker}", "advertised link cut", end)
 
 
+def _zookeeper_back(stage: Stage, servers: list[EnsembleServer]) -> str:
+    """Start ``servers`` again on their data, together (one alone has no quorum to join)."""
+    for server in servers:
+        server.spawn()
+    for server in servers:
+        server.wait_serving()
+    stage.cluster.reset_zk()
+    return f"{', '.join(str(s.server_id) for s in servers)} started again"
+
+
 class ZooKeeperKill(Kind):
-    """kill -9 of ZooKeeper, then started again on its data."""
+    """kill -9 of one ZooKeeper server -- its leader half of the time -- then started again:
+    the ensemble keeps its quorum."""
 
     name, duration = "zookeeper_kill", (1.0, 6.0)
 
     def start(self, stage: Stage, rng: random.Random) -> Fault | None:
         if "zookeeper" in stage.busy:
             return None
-        stage.zookeeper.kill()
+        leader = stage.zookeeper.leader()
+        server = leader if leader is not None and rng.random() < 0.5 else rng.choice(
+            stage.zookeeper.servers)
+        role = "the leader" if server is leader else "a follower"
+        server.kill()
+        return Fault(self.name, "zookeeper", f"server {server.server_id} ({role}) SIGKILL",
+                     lambda: _zookeeper_back(stage, [server]))
 
-        def end() -> str:
-            stage.zookeeper.restart()
-            stage.cluster.reset_zk()
-            return "started again"
 
-        return Fault(self.name, "zookeeper", "SIGKILL", end)
+class ZooKeeperMajorityKill(Kind):
+    """kill -9 of a majority of the ensemble: no quorum, so nothing can be elected or
+    written to ZooKeeper until it returns; brokers keep serving the leaders they have."""
+
+    name, duration = "zookeeper_majority_kill", (2.0, 6.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        if "zookeeper" in stage.busy:
+            return None
+        servers = rng.sample(stage.zookeeper.servers, stage.zookeeper.quorum)
+        for server in servers:
+            server.kill()
+        ids = ", ".join(str(s.server_id) for s in servers)
+        return Fault(self.name, "zookeeper", f"servers {ids} SIGKILL",
+                     lambda: _zookeeper_back(stage, servers))
 
 
 class MemberKill(Kind):
@@ -276,7 +306,8 @@ class AddPartitions(Kind):
 #: the menu, with how often each kind is drawn
 MENU: list[tuple[Kind, int]] = [
     (BrokerKill(), 4), (BrokerPause(), 2), (BrokerTerm(), 2), (ZooKeeperCut(), 2),
-    (BrokerCut(), 2), (ZooKeeperKill(), 1), (MemberKill(), 3), (ProducerKill(), 1),
+    (BrokerCut(), 2), (ZooKeeperKill(), 2), (ZooKeeperMajorityKill(), 1), (MemberKill(), 3),
+    (ProducerKill(), 1),
     (Reassignment(), 1), (PreferredElection(), 1), (AddPartitions(), 1),
 ]
 assert len(GROUPS) == 2  # MemberKill holds one group at a time, so each keeps members
