@@ -121,25 +121,32 @@ class Campaign:
         chroot = f"/chaos-{config.seed}"
         cluster = Cluster(self.run_dir / "cluster", zookeeper.connect + chroot, SETTINGS)
         zk_links: dict[int, list[LinkProxy]] = {}
-        broker_links, ports = {}, {}
+        broker_links: dict[int, list[LinkProxy]] = {}
+        ports = {}
         for broker_id in range(config.brokers):
             zk_links[broker_id] = [LinkProxy(("127.0.0.1", server.port))
                                    for server in zookeeper.servers]
             ports[broker_id] = free_port()
-            broker_links[broker_id] = LinkProxy(("127.0.0.1", ports[broker_id]))
-            links += [*zk_links[broker_id], broker_links[broker_id]]
+            kafka_port = free_port()
+            native, kafka = (LinkProxy(("127.0.0.1", ports[broker_id])),
+                             LinkProxy(("127.0.0.1", kafka_port)))
+            broker_links[broker_id] = [native, kafka]
+            links += [*zk_links[broker_id], native, kafka]
             zk_connect = ",".join(link.address for link in zk_links[broker_id])
             cluster.broker(broker_id, zookeeper_connect=zk_connect + chroot,
-                           advertised_listeners=f"PLAINTEXT://{broker_links[broker_id].address}")
+                           advertised_listeners=f"PLAINTEXT://{native.address}",
+                           kafka_listeners=f"PLAINTEXT://127.0.0.1:{kafka_port}",
+                           kafka_advertised_listeners=f"PLAINTEXT://{kafka.address}")
         for broker_id, process in cluster.brokers.items():
             process.start(port=ports[broker_id])
         cluster.wait_ready()
         cluster.create_topic(TOPIC, config.partitions, 3)
         until(lambda: _all_in_sync(cluster), 30, "a full ISR to start with")
-        bootstrap = ",".join(link.address for link in broker_links.values())
-        workload = Workload(self.run_dir, bootstrap, TOPIC, rate=config.rate)
-        for _ in range(config.producers):
-            workload.start_producer()
+        bootstrap = ",".join(links_[0].address for links_ in broker_links.values())
+        kafka_bootstrap = ",".join(links_[1].address for links_ in broker_links.values())
+        workload = Workload(self.run_dir, bootstrap, TOPIC, kafka_bootstrap, rate=config.rate)
+        for index in range(config.producers):
+            workload.start_producer(kafka=index % 2 == 1)  # every other one is librdkafka
         for group in GROUPS:
             for _ in range(config.members):
                 workload.start_member(group)

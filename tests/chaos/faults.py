@@ -28,7 +28,8 @@ class Stage:
     cluster: Cluster
     zookeeper: ZooKeeperEnsemble
     zk_links: dict[int, list[LinkProxy]]  # broker -> its links to each ZooKeeper server
-    broker_links: dict[int, LinkProxy]  # broker -> the link everyone reaches it by
+    #: broker -> the links everyone reaches it by (its listener, its Kafka listener)
+    broker_links: dict[int, list[LinkProxy]]
     workload: Workload
     topic: str
     partitions: int  # the topic's, as far as this run knows (ZooKeeper may be down)
@@ -152,8 +153,8 @@ class ZooKeeperCut(Kind):
 
 
 class BrokerCut(Kind):
-    """A broker's advertised link held: clients and the other brokers cannot reach it, while
-    it keeps its ZooKeeper session."""
+    """A broker's advertised links held: clients (native and Kafka's) and the other brokers
+    cannot reach it, while it keeps its ZooKeeper session."""
 
     name, duration = "broker_cut", (2.0, 8.0)
 
@@ -161,14 +162,16 @@ class BrokerCut(Kind):
         broker = _free_broker(stage, rng, max_down=1)
         if broker is None:
             return None
-        link = stage.broker_links[broker]
-        link.cut()
+        links = stage.broker_links[broker]
+        for link in links:
+            link.cut()
 
         def end() -> str:
-            link.restore()
+            for link in links:
+                link.restore()
             return "restored"
 
-        return Fault(self.name, f"broker:{broker}", "advertised link cut", end)
+        return Fault(self.name, f"broker:{broker}", "advertised links cut", end)
 
 
 def _zookeeper_back(stage: Stage, servers: list[EnsembleServer]) -> str:
@@ -250,7 +253,7 @@ class ProducerKill(Kind):
         producer.kill()
 
         def end() -> str:
-            return f"{stage.workload.start_producer().name} started"
+            return f"{stage.workload.start_producer(kafka=producer.kafka).name} started"
 
         return Fault(self.name, f"producer:{producer.name}", "SIGKILL", end)
 

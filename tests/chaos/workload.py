@@ -1,5 +1,6 @@
 """The campaign's clients, each in a process of its own so a fault can kill it: producers of
-uniquely numbered messages (tests/chaos/producer.py) and the members of two consumer groups
+uniquely numbered messages (tests/chaos/producer.py, and librdkafka's through the Kafka
+listeners: tests/chaos/kafka_producer.py) and the members of two consumer groups
 (tests/groups/member.py; one group commits after each batch, the other every 500 ms by
 auto-commit). Every client appends what it did to a file of its own in the run directory;
 ``write_history`` turns those files into the history the checker reads."""
@@ -39,6 +40,7 @@ class ProducerProcess:
     name: str
     out: Path
     proc: subprocess.Popen[bytes]
+    kafka: bool  # librdkafka through the Kafka listeners
 
     @property
     def running(self) -> bool:
@@ -78,25 +80,31 @@ class Workload:
     run_dir: Path
     bootstrap: str
     topic: str
+    kafka_bootstrap: str | None = None  # the Kafka listeners, for librdkafka producers
     rate: float = 100.0
     producers: list[ProducerProcess] = field(default_factory=list)
     members: list[Member] = field(default_factory=list)
 
     # ----------------------------------------------------------------------- producers
 
-    def start_producer(self) -> ProducerProcess:
+    def start_producer(self, kafka: bool = False) -> ProducerProcess:
+        """A native producer, or (``kafka``) librdkafka through the Kafka listeners."""
         index = len(self.producers)
-        name = f"p{index}"
+        name = f"{'k' if kafka else 'p'}{index}"
         out = self.run_dir / "clients" / f"producer-{name}.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
+        module, bootstrap = "tests.chaos.producer", self.bootstrap
+        if kafka:
+            assert self.kafka_bootstrap is not None, "no Kafka listeners"
+            module, bootstrap = "tests.chaos.kafka_producer", self.kafka_bootstrap
         stderr = open(out.with_suffix(".log"), "ab")  # noqa: SIM115 -- the child holds it
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.chaos.producer", "--bootstrap", self.bootstrap,
-             "--topic", self.topic, "--name", name, "--first",
-             str(index * VALUES_PER_PRODUCER), "--rate", str(self.rate), "--out", str(out)],
+            [sys.executable, "-m", module, "--bootstrap", bootstrap, "--topic", self.topic,
+             "--name", name, "--first", str(index * VALUES_PER_PRODUCER),
+             "--rate", str(self.rate), "--out", str(out)],
             stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=_env(), cwd=REPO_ROOT)
         stderr.close()
-        producer = ProducerProcess(name, out, proc)
+        producer = ProducerProcess(name, out, proc, kafka)
         self.producers.append(producer)
         return producer
 
