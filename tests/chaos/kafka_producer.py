@@ -13,7 +13,6 @@ import json
 import signal
 import sys
 import time
-from typing import IO
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
