@@ -185,11 +185,10 @@ class Campaign:
 
     def _end(self, stage: Stage, fault: Fault) -> None:
         assert fault.end is not None
-        try:
-            detail = fault.end()
-        finally:
-            stage.busy.discard(fault.target)
-        self._record(fault, "end", detail)
+        stage.busy.discard(fault.target)
+        self._record(fault, "end", fault.end())  # a deferred start keeps its target busy
+        for started in stage.start_waiting():
+            self.config.log(f"        {started}")
 
     # --------------------------------------------------------------------------- the end
 
@@ -198,6 +197,13 @@ class Campaign:
         the state the checker's final reads are taken in."""
         cluster, workload = stage.cluster, stage.workload
         self.config.log("healing: every broker in every ISR")
+
+        def all_started() -> bool:
+            for started in stage.start_waiting():
+                self.config.log(f"        {started}")
+            return not stage.to_start
+
+        until(all_started, 120, "every broker started again")
         until(lambda: _all_in_sync(cluster), cluster.failover_bound + 90,
               "every broker back in every ISR")
         for producer in workload.producers:

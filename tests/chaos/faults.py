@@ -15,6 +15,7 @@ from typing import Any
 
 from client import Admin
 from client.records import TopicPartition
+from tests.broker_process import BrokerStartError
 from tests.chaos.workload import GROUPS, Workload
 from tests.cluster.conftest import Cluster
 from tests.cluster.link_proxy import LinkProxy
@@ -34,8 +35,40 @@ class Stage:
     topic: str
     partitions: int  # the topic's, as far as this run knows (ZooKeeper may be down)
     max_partitions: int
-    #: targets a running fault holds ("broker:1", "zookeeper", "member:auto-m0", ...)
+    #: targets a running fault holds ("broker:1", "zookeeper", "group:auto", ...)
     busy: set[str] = field(default_factory=set)
+    #: brokers to start again once they can register (ZooKeeper back to a quorum)
+    to_start: set[int] = field(default_factory=set)
+    quorum_lost: bool = False
+
+    def start_broker(self, broker: int) -> str:
+        """Start a stopped broker again, or leave it to ``start_waiting`` when it cannot
+        register now (no ZooKeeper quorum): its target stays busy until it runs."""
+        process = self.cluster.brokers[broker]
+        if not self.quorum_lost:
+            try:
+                process.start(port=process.port)
+                self.to_start.discard(broker)
+                return "started again"
+            except BrokerStartError as exc:
+                reason = str(exc).splitlines()[0]
+        else:
+            reason = "ZooKeeper has no quorum"
+        self.to_start.add(broker)
+        self.busy.add(f"broker:{broker}")
+        return f"start deferred: {reason}"
+
+    def start_waiting(self) -> list[str]:
+        """Start the brokers whose start was deferred, if ZooKeeper has a quorum again."""
+        done = []
+        for broker in sorted(self.to_start):
+            if self.quorum_lost:
+                break
+            detail = self.start_broker(broker)
+            if broker not in self.to_start:
+                self.busy.discard(f"broker:{broker}")
+                done.append(f"broker {broker} {detail}")
+        return done
 
     def admin(self) -> Admin:
         return Admin(self.workload.bootstrap, timeout_ms=10_000, request_timeout_ms=5_000)
@@ -81,14 +114,9 @@ class BrokerKill(Kind):
         broker = _free_broker(stage, rng, max_down=2)
         if broker is None:
             return None
-        process = stage.cluster.brokers[broker]
-        process.kill()
-
-        def end() -> str:
-            process.start(port=process.port)
-            return "started again"
-
-        return Fault(self.name, f"broker:{broker}", "SIGKILL", end)
+        stage.cluster.brokers[broker].kill()
+        return Fault(self.name, f"broker:{broker}", "SIGKILL",
+                     lambda: stage.start_broker(broker))
 
 
 class BrokerPause(Kind):
@@ -124,8 +152,7 @@ class BrokerTerm(Kind):
 
         def end() -> str:
             code = process.wait(60)  # a controlled shutdown that hangs is killed
-            process.start(port=process.port)
-            return f"exited {code}, started again"
+            return f"exited {code}, {stage.start_broker(broker)}"
 
         return Fault(self.name, f"broker:{broker}", "SIGTERM", end)
 
@@ -214,9 +241,15 @@ class ZooKeeperMajorityKill(Kind):
         servers = rng.sample(stage.zookeeper.servers, stage.zookeeper.quorum)
         for server in servers:
             server.kill()
+        stage.quorum_lost = True
+
+        def end() -> str:
+            detail = _zookeeper_back(stage, servers)
+            stage.quorum_lost = False
+            return detail
+
         ids = ", ".join(str(s.server_id) for s in servers)
-        return Fault(self.name, "zookeeper", f"servers {ids} SIGKILL",
-                     lambda: _zookeeper_back(stage, servers))
+        return Fault(self.name, "zookeeper", f"servers {ids} SIGKILL", end)
 
 
 class MemberKill(Kind):
