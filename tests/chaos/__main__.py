@@ -1,5 +1,5 @@
 """``python -m tests.chaos --seed 1 [--seed 2 ...] [--faults 8] [--brokers 3] [--zookeepers 3]
-[--out DIR]``:
+[--hosts] [--out DIR]``:
 chaos runs, one per seed, each checked when it ends; exits 1 if any run shows a violation.
 
 One seed reproduces one run's schedule of faults. Each run's directory (``DIR/seed-N``) keeps
@@ -28,6 +28,9 @@ def main() -> int:
     parser.add_argument("--brokers", type=int, default=3, help="brokers (3; at most 5)")
     parser.add_argument("--zookeepers", type=int, default=3,
                         help="servers in the ZooKeeper ensemble (3)")
+    parser.add_argument("--hosts", action="store_true",
+                        help="each broker and ZooKeeper server on a host of its own: network "
+                        "namespaces on a private bridge (needs root)")
     parser.add_argument("--mean-gap-s", type=float, default=3.0,
                         help="mean seconds between fault starts (3)")
     parser.add_argument("--out", type=Path, help="where run directories go (a new temporary "
@@ -43,7 +46,7 @@ def main() -> int:
         print(f"seed {seed}: {args.faults} faults on {args.brokers} brokers, in {run_dir}",
               flush=True)
         config = Config(seed=seed, faults=args.faults, brokers=args.brokers,
-                        zookeepers=args.zookeepers,
+                        zookeepers=args.zookeepers, hosts=args.hosts,
                         mean_gap_s=args.mean_gap_s,
                         log=lambda line: print(line, flush=True))
         try:

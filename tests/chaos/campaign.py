@@ -19,7 +19,7 @@ from typing import Any, Literal
 from client.group_admin import GroupAdmin
 from client.records import TopicPartition
 from tests.chaos import history
-from tests.chaos.faults import MENU, Fault, Stage
+from tests.chaos.faults import MENU, Fault, Stage, zookeeper_host
 from tests.chaos.history import (
     FinalLog,
     GroupOutcome,
@@ -29,11 +29,15 @@ from tests.chaos.history import (
 )
 from tests.chaos.workload import GROUPS, Workload, last_member_id, write_history
 from tests.cluster.conftest import Cluster, free_port, read_partitions, until
+from tests.cluster.hosts import HostCluster, broker_host
 from tests.cluster.link_proxy import LinkProxy
+from tests.netns import PrivateNetwork
 from tooling.local.zookeeper_ensemble import ZooKeeperEnsemble
 from tooling.replica_verification import verify_replicas
 
 TOPIC = "chaos"
+#: the ports brokers listen on in hosts mode, each host having its own
+NATIVE_PORT, KAFKA_PORT = 9092, 9093
 #: what describe_group calls a group that is not rebalancing
 STABLE = ("Stable", "Steady")
 #: short sessions and lag bounds, so a fault is acted on within seconds
@@ -56,6 +60,8 @@ class Config:
     faults: int = 8
     brokers: int = 3
     zookeepers: int = 3  # servers in the ensemble
+    #: each broker and ZooKeeper server on a host of its own (network namespaces, as root)
+    hosts: bool = False
     partitions: int = 6
     max_partitions: int = 8
     producers: int = 2
@@ -93,14 +99,21 @@ class Campaign:
 
     def run(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        zookeeper = ZooKeeperEnsemble(self.run_dir / "zookeeper", self.config.zookeepers,
-                                      tick_time_ms=500).start()
         links: list[LinkProxy] = []
+        network: PrivateNetwork | None = None
+        zookeeper: ZooKeeperEnsemble | None = None
         workload: Workload | None = None
         cluster: Cluster | None = None
         try:
-            stage = self._stage(zookeeper, links)
+            if self.config.hosts:
+                network = PrivateNetwork(self._host_names()).open()
+            zookeeper = self._zookeeper(network).start()
+            if network is None:
+                stage = self._stage_on_loopback(zookeeper, links)
+            else:
+                stage = self._stage_on_hosts(zookeeper, network)
             cluster, workload = stage.cluster, stage.workload
+            self._clients(stage)
             self._faults(stage)
             self._heal(stage)
             self._final(stage)
@@ -114,9 +127,26 @@ class Campaign:
                     (self.run_dir / f"broker-{broker_id}.log").write_text(process.log_text())
             for link in links:
                 link.close()
-            zookeeper.stop()
+            if zookeeper is not None:
+                zookeeper.stop()
+            if network is not None:
+                network.close()
 
-    def _stage(self, zookeeper: ZooKeeperEnsemble, links: list[LinkProxy]) -> Stage:
+    def _host_names(self) -> list[str]:
+        return [*(zookeeper_host(n) for n in range(1, self.config.zookeepers + 1)),
+                *(broker_host(b) for b in range(self.config.brokers))]
+
+    def _zookeeper(self, network: PrivateNetwork | None) -> ZooKeeperEnsemble:
+        hosts = None if network is None else [
+            (network.hosts[zookeeper_host(n)].address, network.hosts[zookeeper_host(n)].command())
+            for n in range(1, self.config.zookeepers + 1)]
+        return ZooKeeperEnsemble(self.run_dir / "zookeeper", self.config.zookeepers,
+                                 tick_time_ms=500, hosts=hosts)
+
+    def _stage_on_loopback(self, zookeeper: ZooKeeperEnsemble, links: list[LinkProxy]
+                           ) -> Stage:
+        """Every process on 127.0.0.1; the links it can cut are loopback proxies: one from
+        each broker to each ZooKeeper server, and one in front of each of its listeners."""
         config = self.config
         chroot = f"/chaos-{config.seed}"
         cluster = Cluster(self.run_dir / "cluster", zookeeper.connect + chroot, SETTINGS)
@@ -139,20 +169,45 @@ class Campaign:
                            kafka_advertised_listeners=f"PLAINTEXT://{kafka.address}")
         for broker_id, process in cluster.brokers.items():
             process.start(port=ports[broker_id])
-        cluster.wait_ready()
-        cluster.create_topic(TOPIC, config.partitions, 3)
-        until(lambda: _all_in_sync(cluster), 30, "a full ISR to start with")
         bootstrap = ",".join(links_[0].address for links_ in broker_links.values())
         kafka_bootstrap = ",".join(links_[1].address for links_ in broker_links.values())
         workload = Workload(self.run_dir, bootstrap, TOPIC, kafka_bootstrap, rate=config.rate)
+        return Stage(cluster, zookeeper, zk_links, broker_links, workload, TOPIC,
+                     config.partitions, config.max_partitions)
+
+    def _stage_on_hosts(self, zookeeper: ZooKeeperEnsemble, network: PrivateNetwork) -> Stage:
+        """Each broker and ZooKeeper server on a host of its own (tests/netns.py), listening
+        on Kafka's ports at its own address, in a rack of its own; the clients run here. The
+        network's faults are real partitions: a host detached, or split from some peers."""
+        config = self.config
+        chroot = f"/chaos-{config.seed}"
+        racks = {b: f"rack-{'abc'[b % 3]}" for b in range(config.brokers)}
+        cluster = HostCluster(self.run_dir / "cluster", zookeeper.connect + chroot, SETTINGS,
+                              network, racks)
+        for broker_id in range(config.brokers):
+            address = cluster.address(broker_id)
+            cluster.broker(broker_id, kafka_listeners=f"PLAINTEXT://{address}:{KAFKA_PORT}")
+        for process in cluster.brokers.values():
+            process.start(port=NATIVE_PORT)
+        addresses = [cluster.address(b) for b in sorted(cluster.brokers)]
+        workload = Workload(self.run_dir, ",".join(f"{a}:{NATIVE_PORT}" for a in addresses),
+                            TOPIC, ",".join(f"{a}:{KAFKA_PORT}" for a in addresses),
+                            rate=config.rate)
+        return Stage(cluster, zookeeper, {}, {}, workload, TOPIC, config.partitions,
+                     config.max_partitions, network=network)
+
+    def _clients(self, stage: Stage) -> None:
+        """The topic, the producers and both groups, once every broker is up."""
+        config, cluster, workload = self.config, stage.cluster, stage.workload
+        cluster.wait_ready()
+        cluster.create_topic(TOPIC, config.partitions, 3)
+        until(lambda: _all_in_sync(cluster), 30, "a full ISR to start with")
         for index in range(config.producers):
             workload.start_producer(kafka=index % 2 == 1)  # every other one is librdkafka
         for group in GROUPS:
             for _ in range(config.members):
                 workload.start_member(group)
         self._wait_groups(workload, 60, "both groups formed")
-        return Stage(cluster, zookeeper, zk_links, broker_links, workload, TOPIC,
-                     config.partitions, config.max_partitions)
 
     def _faults(self, stage: Stage) -> None:
         """Start ``config.faults`` faults at random gaps, overlapping up to ``max_overlap``,

@@ -18,7 +18,9 @@ from client.records import TopicPartition
 from tests.broker_process import BrokerStartError
 from tests.chaos.workload import GROUPS, Workload
 from tests.cluster.conftest import Cluster
+from tests.cluster.hosts import broker_host
 from tests.cluster.link_proxy import LinkProxy
+from tests.netns import TEST_PROCESS, PrivateNetwork
 from tooling.local.zookeeper_ensemble import EnsembleServer, ZooKeeperEnsemble
 
 
@@ -40,6 +42,45 @@ class Stage:
     #: brokers to start again once they can register (ZooKeeper back to a quorum)
     to_start: set[int] = field(default_factory=set)
     quorum_lost: bool = False
+    #: hosts mode: every broker and ZooKeeper server on a host of its own
+    network: PrivateNetwork | None = None
+
+    def cut(self, broker: int, from_zookeeper: bool) -> Callable[[], str] | None:
+        """Cut a broker off from ZooKeeper (``from_zookeeper``) or from everyone else (its
+        clients and the other brokers); the function that heals it, or None when the network
+        is busy with another fault. On loopback the broker's proxies hold their bytes; on
+        hosts the network is split, so one such fault runs at a time."""
+        if self.network is None:
+            links = self.zk_links[broker] if from_zookeeper else self.broker_links[broker]
+            for link in links:
+                link.cut()
+
+            def restore() -> str:
+                for link in links:
+                    link.restore()
+                return "restored"
+
+            return restore
+        if "network" in self.busy:
+            return None
+        here = broker_host(broker)
+        there = ([zookeeper_host(s.server_id) for s in self.zookeeper.servers]
+                 if from_zookeeper else
+                 [*(broker_host(b) for b in self.cluster.brokers if b != broker), TEST_PROCESS])
+        self.network.split([here], there)
+        return self.hold_network()
+
+    def hold_network(self) -> Callable[[], str]:
+        """Mark the network busy; the function that heals it and frees it."""
+        self.busy.add("network")
+
+        def heal() -> str:
+            assert self.network is not None
+            self.network.heal()
+            self.busy.discard("network")
+            return "healed"
+
+        return heal
 
     def start_broker(self, broker: int) -> str:
         """Start a stopped broker again, or leave it to ``start_waiting`` when it cannot
@@ -158,47 +199,48 @@ class BrokerTerm(Kind):
 
 
 class ZooKeeperCut(Kind):
-    """A broker's links to every ZooKeeper server held (clients and the other brokers still
+    """A broker cut off from every ZooKeeper server (clients and the other brokers still
     reach it)."""
 
     name, duration = "zookeeper_cut", (1.0, 8.0)
 
     def start(self, stage: Stage, rng: random.Random) -> Fault | None:
         broker = _free_broker(stage, rng, max_down=2)
-        if broker is None:
+        heal = None if broker is None else stage.cut(broker, from_zookeeper=True)
+        if broker is None or heal is None:
             return None
-        links = stage.zk_links[broker]
-        for link in links:
-            link.cut()
-
-        def end() -> str:
-            for link in links:
-                link.restore()
-            return "restored"
-
-        return Fault(self.name, f"broker:{broker}", "links to ZooKeeper cut", end)
+        return Fault(self.name, f"broker:{broker}", "cut from ZooKeeper", heal)
 
 
 class BrokerCut(Kind):
-    """A broker's advertised links held: clients (native and Kafka's) and the other brokers
-    cannot reach it, while it keeps its ZooKeeper session."""
+    """A broker cut off from its clients (native and Kafka's) and the other brokers, while
+    it keeps its ZooKeeper session."""
 
     name, duration = "broker_cut", (2.0, 8.0)
 
     def start(self, stage: Stage, rng: random.Random) -> Fault | None:
         broker = _free_broker(stage, rng, max_down=1)
+        heal = None if broker is None else stage.cut(broker, from_zookeeper=False)
+        if broker is None or heal is None:
+            return None
+        return Fault(self.name, f"broker:{broker}", "cut from clients and brokers", heal)
+
+
+class HostDetach(Kind):
+    """Hosts mode: a broker's host taken off the network -- from ZooKeeper, its peers and
+    its clients at once; their connections time out, none is closed."""
+
+    name, duration = "host_detach", (2.0, 8.0)
+
+    def start(self, stage: Stage, rng: random.Random) -> Fault | None:
+        if stage.network is None or "network" in stage.busy:
+            return None
+        broker = _free_broker(stage, rng, max_down=1)
         if broker is None:
             return None
-        links = stage.broker_links[broker]
-        for link in links:
-            link.cut()
-
-        def end() -> str:
-            for link in links:
-                link.restore()
-            return "restored"
-
-        return Fault(self.name, f"broker:{broker}", "advertised links cut", end)
+        stage.network.detach(broker_host(broker))
+        return Fault(self.name, f"broker:{broker}", "host detached",
+                     stage.hold_network())
 
 
 def _zookeeper_back(stage: Stage, servers: list[EnsembleServer]) -> str:
@@ -339,11 +381,16 @@ class AddPartitions(Kind):
                         lambda admin: admin.create_partitions(stage.topic, stage.partitions))
 
 
+def zookeeper_host(server_id: int) -> str:
+    """Hosts mode: the host of ZooKeeper server ``server_id``."""
+    return f"zk-{server_id}"
+
+
 #: the menu, with how often each kind is drawn
 MENU: list[tuple[Kind, int]] = [
     (BrokerKill(), 4), (BrokerPause(), 2), (BrokerTerm(), 2), (ZooKeeperCut(), 2),
-    (BrokerCut(), 2), (ZooKeeperKill(), 2), (ZooKeeperMajorityKill(), 1), (MemberKill(), 3),
-    (ProducerKill(), 1),
+    (BrokerCut(), 2), (HostDetach(), 2), (ZooKeeperKill(), 2), (ZooKeeperMajorityKill(), 1),
+    (MemberKill(), 3), (ProducerKill(), 1),
     (Reassignment(), 1), (PreferredElection(), 1), (AddPartitions(), 1),
 ]
 assert len(GROUPS) == 2  # MemberKill holds one group at a time, so each keeps members

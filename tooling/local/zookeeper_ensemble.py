@@ -36,9 +36,11 @@ class EnsembleServer(ZooKeeperServer):
     """One server of an ensemble: its id (``myid``) beside what ``ZooKeeperServer`` knows."""
 
     def __init__(self, server_id: int, directory: Path, port: int, *, extra_config: str,
-                 tick_time_ms: int, detached: bool) -> None:
+                 tick_time_ms: int, detached: bool, host: str = LOOPBACK,
+                 launcher: Sequence[str] = ()) -> None:
         super().__init__(directory, port, tick_time_ms=tick_time_ms, detached=detached,
-                         main=QUORUM_MAIN, extra_config=extra_config)
+                         main=QUORUM_MAIN, extra_config=extra_config, host=host,
+                         launcher=launcher)
         self.server_id = server_id
 
     def spawn(self) -> None:
@@ -57,23 +59,30 @@ class ZooKeeperEnsemble:
     ``tick_time_ms`` is ZooKeeper's tick: followers give up on a silent leader after
     ``syncLimit`` (5) ticks, which is how long a paused leader takes to be replaced (a killed
     one is noticed at once, its sockets close). ``detached`` as ``ZooKeeperServer``'s.
+    ``hosts``: each server's (address, launcher) -- a host of its own in a network namespace
+    (tests/netns.py) -- instead of 127.0.0.1.
     """
 
     def __init__(self, directory: Path, size: int = DEFAULT_SIZE, *, tick_time_ms: int = 1000,
-                 detached: bool = False) -> None:
+                 detached: bool = False,
+                 hosts: Sequence[tuple[str, Sequence[str]]] | None = None) -> None:
         if size < 1:
             raise LocalClusterError("a ZooKeeper ensemble needs at least one server")
+        if hosts is not None and len(hosts) != size:
+            raise LocalClusterError(f"{len(hosts)} hosts for {size} ZooKeeper servers")
         self.directory = Path(directory).absolute()
+        places = list(hosts) if hosts is not None else [(LOOPBACK, ())] * size
         ports = _free_ports(3 * size)
         client, quorum, election = ports[:size], ports[size:2 * size], ports[2 * size:]
         peers = "".join(
-            f"server.{n}={LOOPBACK}:{quorum[n - 1]}:{election[n - 1]}\n"
+            f"server.{n}={places[n - 1][0]}:{quorum[n - 1]}:{election[n - 1]}\n"
             for n in range(1, size + 1)
         )
         extra = f"initLimit=10\nsyncLimit=5\n{peers}"
         self.servers = [
             EnsembleServer(n, self.directory / f"zk-{n}", client[n - 1], extra_config=extra,
-                           tick_time_ms=tick_time_ms, detached=detached)
+                           tick_time_ms=tick_time_ms, detached=detached,
+                           host=places[n - 1][0], launcher=places[n - 1][1])
             for n in range(1, size + 1)
         ]
 
