@@ -249,7 +249,8 @@ def double_ownership(history: History, run_end: float) -> tuple[list[Violation],
     overlap can be a zombie window -- a member expelled before it learns of it, as in
     Kafka's classic protocol -- and is counted; it is a violation when both owners are in
     one generation, or when the older generation's owner had a commit for the partition
-    acknowledged during the overlap (the coordinator must refuse a stale generation)."""
+    acknowledged that it sent during the overlap (the coordinator must refuse a stale
+    generation)."""
     commits: dict[tuple[str, str, TopicPartition], list[Commit]] = defaultdict(list)
     for commit in history.commits:
         commits[(commit.group, commit.member, (commit.topic, commit.partition))].append(commit)
@@ -266,13 +267,16 @@ def double_ownership(history: History, run_end: float) -> tuple[list[Violation],
                     f"{older.member} and {newer.member} of group {group} both own "
                     f"{topic}-{partition} in generation {older.generation}", lines))
                 continue
+            # sent while the newer owner owned it: the coordinator took it after the newer
+            # generation was formed (a commit sent before may have been taken before)
             stale = [c for c in commits[(group, older.member, (topic, partition))]
-                     if c.generation < newer.generation and overlap[0] <= c.t < overlap[1]]
+                     if c.generation < newer.generation
+                     and overlap[0] <= (c.t if c.sent is None else c.sent) < overlap[1]]
             if stale:
                 violations.append(Violation(
                     "double-ownership",
                     f"{older.member} (generation {older.generation}) had a commit for "
-                    f"{topic}-{partition} acknowledged while {newer.member} (generation "
+                    f"{topic}-{partition} acknowledged, sent while {newer.member} (generation "
                     f"{newer.generation}) owned it", lines + tuple(evidence(c) for c in stale)))
             else:
                 zombie_windows += 1

@@ -71,7 +71,9 @@ class Owned:
 
 @dataclass(frozen=True, kw_only=True)
 class Commit:
-    """An offset commit the coordinator acknowledged (refused commits are not recorded)."""
+    """An offset commit the coordinator acknowledged (refused commits are not recorded): sent
+    at ``sent`` with ``generation``, its answer read at ``t``. The coordinator took it at some
+    moment between the two."""
 
     FILE: ClassVar[str] = "commits.jsonl"
     t: float
@@ -81,6 +83,7 @@ class Commit:
     topic: str
     partition: int
     offset: int
+    sent: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

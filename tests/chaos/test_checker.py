@@ -279,6 +279,20 @@ def test_a_zombie_window_with_an_acknowledged_commit_is_found() -> None:
                         f"commits.jsonl: {to_line(stale)}"]
 
 
+def test_a_zombie_commit_sent_before_the_new_owner_took_over_is_a_figure() -> None:
+    """Acknowledged during the overlap, but sent before it: the coordinator may have taken it
+    while the older generation was still the group's."""
+    history = clean_history()
+    planted, _, stale = zombie(history, commit=True)
+    assert stale is not None
+    new_owner = next(o for o in history.owned[::-1] if (TOPIC, 0) in o.owned)
+    early = replace(stale, sent=new_owner.t - 0.05)
+    report = check_history(replace(planted, commits=(
+        *[c for c in planted.commits if c is not stale], early)))
+    assert report.ok, report.render()
+    assert report.figures["zombie_windows"] == 1
+
+
 def test_a_zombie_commit_after_it_left_is_no_overlap() -> None:
     planted, line, _ = zombie(clean_history(), commit=False)
     left = max(o.t for o in planted.owned if o.member == line.member)

@@ -191,8 +191,9 @@ def member_history(member: Member) -> dict[str, list[dict[str, Any]]]:
         elif kind == "committed":
             for key, offset in event["offsets"].items():
                 topic, partition = _split(key)
-                commits.append({**base, "t": event["t"], "generation": event["generation"],
-                                "topic": topic, "partition": partition, "offset": offset})
+                commits.append({**base, "t": event["t"], "sent": event.get("sent"),
+                                "generation": event["generation"], "topic": topic,
+                                "partition": partition, "offset": offset})
     if member.ended is not None:
         owned.append({**base, "t": member.ended_at, "generation": -1, "owned": [],
                       "ended": member.ended})

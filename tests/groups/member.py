@@ -157,9 +157,10 @@ def main() -> int:
                 continue
             owned = {tp_key(tp) for tp in consumer.assignment()}
             offsets = {p: o for p, o in pending.items() if p in owned}
+            sent, generation = time.monotonic(), consumer.generation
             try:
                 consumer.commit()
-                emit(event="committed", t=time.monotonic(), generation=consumer.generation,
+                emit(event="committed", t=time.monotonic(), sent=sent, generation=generation,
                      offsets=offsets)
                 pending = {}
             except CommitFailedError as exc:
