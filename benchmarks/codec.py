@@ -1,8 +1,10 @@
 """Message-set codec throughput: ``python -m benchmarks.codec [--quick]``.
 
 Prints one JSON line per case: encode and decode of batches of 1,000 messages with 100-byte values
-for each compression codec, decode without CRC checks (what the checks cost), and the two CRC32
-implementations side by side (the figures behind the choice in protocol/messageset.py).
+for each compression codec, decode without CRC checks (what the checks cost), the same messages as
+one record batch (message format v2, ``"bench": "record_batch"``: none, lz4, zstd), and the CRC32
+implementations side by side with CRC-32C's (the figures behind the choices in
+protocol/messageset.py and protocol/record_batch.py).
 
 Each case runs for a fixed time in several rounds and reports the best round, so a busy machine
 shows up as noise rather than as a slower codec. ``mb_per_s`` counts the bytes of the uncompressed
@@ -22,9 +24,11 @@ from functools import partial
 from typing import Any
 
 import crcmod.predefined
+import google_crc32c
 
-from protocol.compression import Codec
+from protocol.compression import BatchCodec, Codec
 from protocol.messageset import decode_messages, encode_message_set, encode_records
+from protocol.record_batch import decode_batches, encode_batch
 
 BATCH = 1_000
 VALUE_BYTES = 100
@@ -93,6 +97,35 @@ def codec_cases(seconds: float) -> None:
             })
 
 
+def _decode_batch(data: bytes) -> int:
+    return sum(len(batch.records) for batch in decode_batches(data))
+
+
+def record_batch_cases(seconds: float) -> None:
+    """The messages of ``codec_cases`` as one v2 batch; ``mb_per_s`` counts the same bytes as
+    there (the v1 message set's), so the lines compare directly."""
+    records = sample_records()
+    plain_bytes = len(encode_records(records))
+    for codec in (BatchCodec.NONE, BatchCodec.LZ4, BatchCodec.ZSTD):
+        encoded = encode_batch(records, codec=codec)
+        assert _decode_batch(encoded) == BATCH
+        for case, op in (
+            ("encode", partial(encode_batch, records, codec=codec)),
+            ("decode", partial(_decode_batch, encoded)),
+        ):
+            batches = best_rate(op, seconds)
+            emit({
+                "bench": "record_batch",
+                "case": case,
+                "codec": codec.name.lower(),
+                "batch": BATCH,
+                "value_bytes": VALUE_BYTES,
+                "set_bytes": len(encoded),
+                "msgs_per_s": round(batches * BATCH),
+                "mb_per_s": round(batches * plain_bytes / 1e6, 1),
+            })
+
+
 def crc_case(seconds: float) -> None:
     crcmod_crc32 = crcmod.predefined.mkPredefinedCrcFun("crc-32")
     using_extension = bool(sys.modules["crcmod.crcmod"]._usingExtension)
@@ -100,7 +133,8 @@ def crc_case(seconds: float) -> None:
     for label, size in (("100B", 100), ("1MiB", 1 << 20)):
         buf = random.Random(size).randbytes(size)
         assert crcmod_crc32(buf) == zlib.crc32(buf)
-        for name, fn in (("crcmod", crcmod_crc32), ("zlib", zlib.crc32)):
+        for name, fn in (("crcmod", crcmod_crc32), ("zlib", zlib.crc32),
+                         ("crc32c", google_crc32c.value)):
             calls = best_rate(partial(fn, buf), seconds / 2)
             line[f"{name}_{label}_mb_per_s"] = round(calls * size / 1e6, 1)
             if size == 100:
@@ -114,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     seconds = 0.25 if args.quick else 2.0
     codec_cases(seconds)
+    record_batch_cases(seconds)
     crc_case(seconds)
 
 

@@ -12,6 +12,9 @@ Formats on the wire, as Kafka's own producers and readers use them:
   ``\\x82SNAPPY\\x00``, big-endian int32 version 1 and compatible version 1, then blocks of at most
   32 KiB, each a big-endian int32 length and a raw snappy block). Read in that framing and as one
   raw block (a varint of the uncompressed length, then the block), as Kafka's reader does.
+- zstd (record batches only: Kafka's KIP-110 allows it from message format v2 on, so ``Codec``,
+  the codecs of v0/v1 message sets, does not list it and ``BatchCodec`` does): one or more
+  Zstandard frames, written as one frame at zstd's default level 3 (Kafka's default).
 - lz4: one LZ4 frame of independent 64 KiB blocks (FLG ``0x60``, BD ``0x40``), the only kind
   Kafka's reader accepts ("Dependent block stream is unsupported"). Inside magic 0 wrappers the
   frame's header checksum is the one Kafka 0.8/0.9 wrote (KAFKA-3160: xxHash32 over the magic
@@ -24,9 +27,11 @@ import struct
 import zlib
 from collections.abc import Callable
 from enum import IntEnum
+from typing import TypeVar
 
 import lz4.frame
 import snappy
+import zstandard
 
 from protocol.errors import MessageFormatError
 
@@ -34,6 +39,8 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
 
 class Codec(IntEnum):
+    """The codecs of message sets (formats v0 and v1)."""
+
     NONE = 0
     GZIP = 1
     SNAPPY = 2
@@ -42,15 +49,37 @@ class Codec(IntEnum):
     @classmethod
     def parse(cls, name: str | int | Codec) -> Codec:
         """Accept ``"lz4"``, ``3`` or ``Codec.LZ4``; raise ValueError naming the choices."""
-        if isinstance(name, Codec):
-            return name
-        if isinstance(name, int):
-            return cls(name)
-        try:
-            return cls[name.strip().upper()]
-        except KeyError:
-            choices = ", ".join(c.name.lower() for c in cls)
-            raise ValueError(f"unknown compression {name!r}; choose one of {choices}") from None
+        return _parse(cls, name)
+
+
+class BatchCodec(IntEnum):
+    """The codecs of record batches (format v2): ``Codec``'s, same numbers, and zstd."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def parse(cls, name: str | int | BatchCodec) -> BatchCodec:
+        """Accept ``"zstd"``, ``4`` or ``BatchCodec.ZSTD``; raise ValueError naming the choices."""
+        return _parse(cls, name)
+
+
+_E = TypeVar("_E", Codec, BatchCodec)
+
+
+def _parse(cls: type[_E], name: str | int | IntEnum) -> _E:
+    if isinstance(name, cls):
+        return name
+    if isinstance(name, int):
+        return cls(name)
+    try:
+        return cls[str(name).strip().upper()]
+    except KeyError:
+        choices = ", ".join(c.name.lower() for c in cls)
+        raise ValueError(f"unknown compression {name!r}; choose one of {choices}") from None
 
 
 class PayloadError(ValueError):
@@ -231,29 +260,62 @@ def xxh32(data: bytes | bytearray, seed: int = 0) -> int:
     return h ^ (h >> 16)
 
 
+# --- zstd -----------------------------------------------------------------------------------
+
+ZSTD_LEVEL = 3  # zstd's default, and Kafka's (compression.zstd.level)
+_ZSTD_COMPRESSOR = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+_ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
+
+
+def _zstd_compress(data: bytes, magic: int) -> bytes:
+    return _ZSTD_COMPRESSOR.compress(data)
+
+
+def _zstd_decompress(data: bytes, limit: int, magic: int) -> bytes:
+    """A frame that states its size (ours do) is checked against the limit first and read to
+    its end, trailing bytes refused; one that does not (a streaming writer's) is read into at
+    most ``limit`` bytes."""
+    size = zstandard.frame_content_size(data)
+    if size > limit:
+        raise PayloadError(f"zstd payload expands beyond {limit} bytes")
+    if size < 0:
+        return _ZSTD_DECOMPRESSOR.decompress(data, max_output_size=limit)
+    d = _ZSTD_DECOMPRESSOR.decompressobj()
+    out = d.decompress(data)
+    if not d.eof:
+        raise PayloadError("zstd payload is truncated")
+    if d.unused_data:
+        raise PayloadError(f"{len(d.unused_data)} bytes follow the zstd frame")
+    return out
+
+
 # --- the codec table --------------------------------------------------------------------------
 
-_COMPRESS: dict[Codec, Callable[[bytes, int], bytes]] = {
-    Codec.GZIP: _gzip_compress,
-    Codec.SNAPPY: _snappy_compress,
-    Codec.LZ4: _lz4_compress,
+# keyed by the codec's number, so that a Codec and a BatchCodec find the same entry
+_COMPRESS: dict[int, Callable[[bytes, int], bytes]] = {
+    BatchCodec.GZIP: _gzip_compress,
+    BatchCodec.SNAPPY: _snappy_compress,
+    BatchCodec.LZ4: _lz4_compress,
+    BatchCodec.ZSTD: _zstd_compress,
 }
-_DECOMPRESS: dict[Codec, Callable[[bytes, int, int], bytes]] = {
-    Codec.GZIP: _gzip_decompress,
-    Codec.SNAPPY: _snappy_decompress,
-    Codec.LZ4: _lz4_decompress,
+_DECOMPRESS: dict[int, Callable[[bytes, int, int], bytes]] = {
+    BatchCodec.GZIP: _gzip_decompress,
+    BatchCodec.SNAPPY: _snappy_decompress,
+    BatchCodec.LZ4: _lz4_decompress,
+    BatchCodec.ZSTD: _zstd_decompress,
 }
 
 
-def compress(codec: Codec, data: bytes, *, magic: int = 1) -> bytes:
-    """The payload of a wrapper of ``magic`` (it decides the lz4 header checksum)."""
-    if codec is Codec.NONE:
+def compress(codec: Codec | BatchCodec, data: bytes, *, magic: int = 1) -> bytes:
+    """The payload of a wrapper of ``magic`` (it decides the lz4 header checksum), or with
+    ``magic=2`` the records section of a record batch."""
+    if codec == 0:
         return data
     return _COMPRESS[codec](data, magic)
 
 
 def decompress(
-    codec: Codec,
+    codec: Codec | BatchCodec,
     data: bytes,
     *,
     limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -261,9 +323,10 @@ def decompress(
     position: int = 0,
     magic: int = 1,
 ) -> bytes:
-    """Decompress one wrapper's payload; any failure is a MessageFormatError naming the codec,
-    why (or at least the library's exception type) and where."""
-    if codec is Codec.NONE:
+    """Decompress one wrapper's payload (or a record batch's records); any failure is a
+    MessageFormatError naming the codec, why (or at least the library's exception type) and
+    where."""
+    if codec == 0:
         return data
     try:
         return _DECOMPRESS[codec](data, limit, magic)

@@ -29,6 +29,7 @@ from protocol.messageset import (
     open_wrapper,
     read_entries,
 )
+from protocol.record_batch_docs import record_batch_section
 from protocol.schema import Struct, structs_in
 from protocol.wire import pack
 
@@ -48,6 +49,7 @@ def render() -> str:
         *(_api_section(api) for api in sorted(REGISTRY.values(), key=lambda a: a.key)),
         _error_table(),
         _message_format(),
+        record_batch_section(),
         _compression(),
         _coordinator(),
         _partitioner(),
