@@ -29,6 +29,12 @@ from client.network import NetworkClient
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, error_for
 
+#: the Metadata version asked for: v1 says each partition's leader epoch
+METADATA_VERSION = 1
+#: answers in a row naming older leaders for a topic, from different brokers, after which they
+#: are believed (the topic was deleted and made again: its epochs started over)
+BEHIND_LIMIT = 3
+
 # Answers that mean the client's metadata is out of date: refresh before retrying.
 STALE_METADATA_ERRORS = frozenset(
     {
@@ -54,6 +60,7 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     error: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = -1  # -1: not said (a v0 answer)
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class ClusterMetadata:
                     tuple(p["replicas"]),
                     tuple(p["isr"]),
                     _code(p["error_code"]),
+                    p.get("leader_epoch", -1),
                 )
                 for p in t["partitions"]
             }
@@ -96,6 +104,31 @@ class ClusterMetadata:
                 t["name"], _code(t["error_code"]), t["is_internal"], partitions
             )
         return cls(body["cluster_id"], body["controller_id"], brokers, topics)
+
+    def with_newest_leaders(self, known: ClusterMetadata, only: set[str] | None = None
+                            ) -> tuple[ClusterMetadata, set[str]]:
+        """This answer, with each partition (of the ``only`` topics) whose leader epoch is
+        older than ``known``'s kept as ``known`` has it; and the topics where that happened.
+        An answer from a broker that has not heard of a newer leader -- cut off from
+        ZooKeeper, still believing it leads -- must not send the client back to the old one
+        (Kafka's KIP-320)."""
+        behind: set[str] = set()
+        topics = dict(self.topics)
+        for name, info in self.topics.items():
+            old = known.topics.get(name)
+            if old is None or (only is not None and name not in only):
+                continue
+            newest = {
+                p: old.partitions[p] if p in old.partitions
+                and old.partitions[p].leader_epoch > part.leader_epoch >= 0 else part
+                for p, part in info.partitions.items()
+            }
+            if any(newest[p] is not part for p, part in info.partitions.items()):
+                behind.add(name)
+                topics[name] = TopicInfo(info.name, info.error, info.internal, newest)
+        if not behind:
+            return self, behind
+        return ClusterMetadata(self.cluster_id, self.controller_id, self.brokers, topics), behind
 
     def merged(self, answer: ClusterMetadata, asked: Iterable[str]) -> ClusterMetadata:
         """This snapshot updated by ``answer``, the response to a request for ``asked`` only:
@@ -165,6 +198,11 @@ class MetadataTracker:
         self._retry_at = 0.0
         self._in_flight: Future[dict[str, Any]] | None = None
         self.last_error: BaseException | None = None
+        #: the broker whose last answer named leaders older than known: asked last next time
+        self._behind_node: int | None = None
+        #: per topic, answers in a row that named older leaders; after BEHIND_LIMIT of them
+        #: (from different brokers) the epochs are taken as they are: the topic was made anew
+        self._behind_answers: dict[str, int] = {}
 
     def track_all_topics(self) -> None:
         """Ask for every topic (the admin client's view)."""
@@ -220,15 +258,18 @@ class MetadataTracker:
         else:
             return
         # Flags raised from here on stay raised: the answer may predate what raised them.
+        node = self.network.least_loaded_node(avoid=self._behind_node)
         future = self.network.send(
-            self.network.least_loaded_node(),
+            node,
             ApiKey.METADATA,
             {"topics": topics, "allow_auto_topic_creation": self._auto_create},
+            api_version=METADATA_VERSION,
         )
         self._in_flight = future
-        future.add_done_callback(partial(self._on_response, asked))
+        future.add_done_callback(partial(self._on_response, asked, node))
 
-    def _on_response(self, asked: frozenset[str] | None, future: Future[dict[str, Any]]) -> None:
+    def _on_response(self, asked: frozenset[str] | None, node: int,
+                     future: Future[dict[str, Any]]) -> None:
         self._in_flight = None
         now = self._clock()
         error = future.exception()
@@ -240,8 +281,12 @@ class MetadataTracker:
                 self._mark_stale(asked)
             self._retry_at = now + self._backoff
             return
-        answer = ClusterMetadata.from_response(future.value)
         previous = self.current
+        answer = ClusterMetadata.from_response(future.value)
+        _, behind = answer.with_newest_leaders(previous)
+        behind = self._still_behind(behind, node)
+        if behind:
+            answer, _ = answer.with_newest_leaders(previous, only=behind)
         if asked is None:
             metadata = answer
             self._updated_at = now
@@ -253,13 +298,31 @@ class MetadataTracker:
         self.current = metadata
         self.updates += 1
         self.network.set_brokers({b.node_id: (b.host, b.port) for b in metadata.brokers.values()})
-        # A wanted topic that is missing, failing or leaderless is worth asking about again soon.
+        # A wanted topic that is missing, failing or leaderless, or whose answer was behind,
+        # is worth asking about again soon (of another broker, for the latter).
         incomplete = [t for t in check if t in self._topics and not metadata.is_complete_for(t)]
-        if incomplete:
-            self._mark_stale(incomplete)
+        if incomplete or behind:
+            self._mark_stale([*incomplete, *behind])
             self._retry_at = now + self._backoff
         else:
             self._retry_at = 0.0
+
+    def _still_behind(self, behind: set[str], node: int) -> set[str]:
+        """The topics of ``behind`` to keep the known leaders of: all of them, until
+        BEHIND_LIMIT answers in a row named older leaders for a topic."""
+        self._behind_node = node if behind else None
+        for topic in list(self._behind_answers):
+            if topic not in behind:
+                del self._behind_answers[topic]
+        kept = set()
+        for topic in behind:
+            count = self._behind_answers.get(topic, 0) + 1
+            if count < BEHIND_LIMIT:
+                self._behind_answers[topic] = count
+                kept.add(topic)
+            else:
+                self._behind_answers.pop(topic, None)
+        return kept
 
     def refresh(self, timeout: float) -> ClusterMetadata:
         """Fetch metadata now and wait for it (blocking, driving I/O)."""

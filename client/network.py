@@ -244,13 +244,16 @@ class NetworkClient:
         node = self._nodes.get(node_id)
         return 0 if node is None else len(node.pending) + len(node.unanswered)
 
-    def least_loaded_node(self) -> int:
+    def least_loaded_node(self, avoid: int | None = None) -> int:
         """A node to ask for metadata: connected with the fewest requests waiting, else one that
         may be (re)connected now, else the one whose backoff ends first. Real brokers are
-        preferred to bootstrap addresses."""
+        preferred to bootstrap addresses. ``avoid`` (one whose last answer was behind the
+        cluster) is taken only when there is no other."""
         shared = [n for n in self._nodes.values() if n.node_id not in self._dedicated]
         if not shared:
             raise NoBrokersAvailableError("no broker addresses are known")
+        others = [n for n in shared if n.node_id != avoid]
+        shared = others or shared
         now = self._clock()
 
         def rank(node: NodeConnection) -> tuple[int, float, int, int]:

@@ -112,7 +112,7 @@ API_VERSIONS = Api(
 # ------------------------------------------------------------------------------------- Metadata
 BROKER = _s("Broker", _f("node_id", INT32), _f("host", STRING), _f("port", INT32))
 METADATA = Api(
-    ApiKey.METADATA, "Metadata", 0, 0,
+    ApiKey.METADATA, "Metadata", 0, 1,
     _s("MetadataRequest",
        _f("topics", Array(STRING, nullable=True), "topics to describe; null for all"),
        _f("allow_auto_topic_creation", Bool(),
@@ -128,8 +128,15 @@ METADATA = Api(
                                  "PartitionMetadata", ERROR_CODE, PARTITION,
                                  _f("leader", INT32, "broker id of the leader, -1 if none"),
                                  _f("replicas", Array(INT32)),
-                                 _f("isr", Array(INT32))))))))),
-    "Brokers, the controller, the cluster id, and each topic's partitions with their leaders.",
+                                 _f("isr", Array(INT32)),
+                                 _f("leader_epoch", INT32,
+                                    "grows by one with every leader change; -1 if unknown",
+                                    since=1)))))))),
+    "Brokers, the controller, the cluster id, and each topic's partitions with their leaders. "
+    "v1 adds each partition's leader_epoch, as Kafka's v7: a client keeps the leader of the "
+    "newest epoch it has seen, so an answer from a broker that has not heard of a newer "
+    "leader -- one cut off from ZooKeeper, still believing it leads -- cannot send it back to "
+    "an old one.",
 )
 
 # -------------------------------------------------------------------------------------- Produce

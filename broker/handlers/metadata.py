@@ -90,7 +90,8 @@ async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             if parts is None:
                 described.append(_topic_error(name, ErrorCode.LEADER_NOT_AVAILABLE))
                 continue
-        described.append(_topic_metadata(name, parts, brokers))
+        described.append(_topic_metadata(name, parts, brokers,
+                                         epochs=request.header.api_version >= 1))
     return {
         "brokers": [broker_address(b) for _, b in sorted(brokers.items())],
         "cluster_id": ctx.identity.cluster_id,
@@ -100,7 +101,8 @@ async def metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 
 def _topic_metadata(name: str, parts: Mapping[int, PartitionView],
-                    brokers: Mapping[int, LiveBroker]) -> dict[str, Any]:
+                    brokers: Mapping[int, LiveBroker], epochs: bool) -> dict[str, Any]:
+    """``epochs``: each partition's leader epoch too (v1)."""
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
@@ -113,6 +115,7 @@ def _topic_metadata(name: str, parts: Mapping[int, PartitionView],
                 "leader": v.leader,
                 "replicas": list(v.replicas),
                 "isr": list(v.isr),
+                **({"leader_epoch": v.leader_epoch} if epochs else {}),
             }
             for p, v in sorted(parts.items())
         ],

@@ -209,7 +209,8 @@ class FakeBroker:
                 "error_code": 0, "name": name, "is_internal": False,
                 "partitions": [
                     {"error_code": 0, "partition": p, "leader": self.node_id,
-                     "replicas": [self.node_id], "isr": [self.node_id]}
+                     "replicas": [self.node_id], "isr": [self.node_id],
+                     "leader_epoch": 0}
                     for p in range(count)
                 ],
             })

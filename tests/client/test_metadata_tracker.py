@@ -10,7 +10,7 @@ import pytest
 
 from client.errors import BrokerConnectionError
 from client.future import Future
-from client.metadata import MetadataTracker
+from client.metadata import BEHIND_LIMIT, MetadataTracker
 from client.network import NetworkClient
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -24,17 +24,21 @@ class StubNetwork:
 
     def __init__(self) -> None:
         self.asked: list[list[str] | None] = []
+        self.nodes: list[int] = []  # the broker each request went to
+        self.avoided: list[int | None] = []
         self.futures: list[Future[dict[str, Any]]] = []
         self.brokers: dict[int, tuple[str, int]] = {}
 
-    def least_loaded_node(self) -> int:
-        return 0
+    def least_loaded_node(self, avoid: int | None = None) -> int:
+        self.avoided.append(avoid)
+        return 1 if avoid == 0 else 0
 
     def send(
         self, node_id: int, api_key: ApiKey, body: dict[str, Any], **_: Any
     ) -> Future[dict[str, Any]]:
         assert api_key is ApiKey.METADATA
         future: Future[dict[str, Any]] = Future()
+        self.nodes.append(node_id)
         self.asked.append(body["topics"])
         self.futures.append(future)
         return future
@@ -55,9 +59,11 @@ class Clock:
 
 
 def answer(
-    topics: Mapping[str, int | ErrorCode], *, leader: int = 0, brokers: tuple[int, ...] = (0,)
+    topics: Mapping[str, int | ErrorCode], *, leader: int = 0, brokers: tuple[int, ...] = (0,),
+    epoch: int = 0,
 ) -> dict[str, Any]:
-    """A Metadata response: ``name -> partition count`` (leader ``leader``) or a topic error."""
+    """A Metadata response: ``name -> partition count`` (leader ``leader`` at ``epoch``) or a
+    topic error."""
     described = []
     for name, spec in topics.items():
         if isinstance(spec, ErrorCode):
@@ -69,7 +75,7 @@ def answer(
             "error_code": 0, "name": name, "is_internal": False,
             "partitions": [
                 {"error_code": 0, "partition": p, "leader": leader, "replicas": [leader],
-                 "isr": [leader]}
+                 "isr": [leader], "leader_epoch": epoch}
                 for p in range(spec)
             ],
         })
@@ -236,3 +242,51 @@ def test_tracking_all_topics_asks_for_all_and_replaces_the_cache(
     assert network.asked[-1] is None
     network.futures[-1].succeed(answer({"x": 1}))
     assert set(tracker.current.topics) == {"x"}
+
+
+def test_an_answer_naming_an_older_leader_keeps_the_newer_one_and_asks_another_broker(
+    tracker: MetadataTracker, network: StubNetwork, clock: Clock
+) -> None:
+    """KIP-320: broker 0, cut off from ZooKeeper, still believes it leads at epoch 4; the
+    client already knows broker 1 leads at epoch 5. It keeps broker 1 and asks broker 1."""
+    learn(tracker, network, {"a": 2})
+    tracker.request_update(["a"])
+    tracker.poll()
+    network.futures[-1].succeed(answer({"a": 2}, leader=1, brokers=(0, 1), epoch=5))
+    known = tracker.current.topics["a"]
+    tracker.request_update(["a"])
+    tracker.poll()
+    assert network.nodes[-1] == 0
+    network.futures[-1].succeed(answer({"a": 2}, leader=0, brokers=(0, 1), epoch=4))
+    assert tracker.current.topics["a"].partitions == known.partitions  # not the old leader
+    assert tracker.current.leader_for("a", 0) == 1
+    clock.now += BACKOFF_MS / 1000
+    tracker.poll()  # asked again, of another broker than the one that was behind
+    assert network.asked[-1] == ["a"] and network.avoided[-1] == 0 and network.nodes[-1] == 1
+    network.futures[-1].succeed(answer({"a": 2}, leader=1, brokers=(0, 1), epoch=5))
+    assert tracker.current.leader_for("a", 0) == 1
+    tracker.request_update(["a"])
+    tracker.poll()
+    assert network.avoided[-1] is None  # an answer that was not behind: any broker again
+
+
+def test_older_epochs_answered_again_and_again_are_believed_in_the_end(
+    tracker: MetadataTracker, network: StubNetwork, clock: Clock
+) -> None:
+    """A topic deleted and made again starts its epochs over: after BEHIND_LIMIT answers in
+    a row, the client takes them."""
+    learn(tracker, network, {"a": 1})
+    tracker.request_update(["a"])
+    tracker.poll()
+    network.futures[-1].succeed(answer({"a": 1}, leader=1, brokers=(0, 1), epoch=7))
+    for _ in range(BEHIND_LIMIT - 1):
+        tracker.request_update(["a"])
+        clock.now += BACKOFF_MS / 1000
+        tracker.poll()
+        network.futures[-1].succeed(answer({"a": 1}, leader=0, brokers=(0, 1), epoch=0))
+        assert tracker.current.leader_for("a", 0) == 1
+    clock.now += BACKOFF_MS / 1000
+    tracker.poll()
+    network.futures[-1].succeed(answer({"a": 1}, leader=0, brokers=(0, 1), epoch=0))
+    assert tracker.current.leader_for("a", 0) == 0
+    assert tracker.current.topics["a"].partitions[0].leader_epoch == 0

@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from client.admin import Admin
-from client.metadata import ClusterMetadata
+from client.metadata import METADATA_VERSION, ClusterMetadata
 from client.network import NetworkClient, parse_bootstrap
 from protocol.apis import ApiKey
 from tests.broker_process import BrokerProcess
@@ -79,7 +79,8 @@ def metadata_from(bootstrap: str, topics: list[str] | None = None,
         timeout * 1000))
     try:
         body = network.send(-1, ApiKey.METADATA, {
-            "topics": topics, "allow_auto_topic_creation": False}).result(timeout)
+            "topics": topics, "allow_auto_topic_creation": False},
+            api_version=METADATA_VERSION).result(timeout)
         return ClusterMetadata.from_response(body)
     finally:
         network.close()

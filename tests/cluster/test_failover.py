@@ -158,6 +158,17 @@ def test_kill_9_of_a_leader_moves_its_partitions_and_a_restart_rejoins(
 
         until(listed, 10, f"broker {broker_id}'s Metadata lists broker {victim} again")
 
+    # and every broker names each partition's leader epoch as ZooKeeper has it (Metadata v1):
+    # what lets a client tell an answer that has not heard of the new leaders
+    epochs = {p: s["leader_epoch"] for p, s in cluster.states("f").items()}
+    assert any(epochs[p] > before[p]["leader_epoch"] for p in led)
+    for broker_id in range(3):
+        def told(broker_id: int = broker_id) -> bool:
+            parts = cluster.metadata(broker_id, ["f"]).topics["f"].partitions
+            return {p: i.leader_epoch for p, i in parts.items()} == epochs
+
+        until(told, 10, f"broker {broker_id}'s Metadata names the leader epochs {epochs}")
+
 
 @pytest.mark.timeout(120)
 def test_a_paused_controller_is_replaced_and_overwrites_nothing_when_it_resumes(
