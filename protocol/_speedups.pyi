@@ -15,4 +15,14 @@ def scan_v1(
 def decode_plain(
     data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
 ) -> tuple[list[_T], int]: ...
+def parse_records_v2(
+    data: bytes,
+    start: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    ts_override: int | None,
+    cls: type[_T],
+) -> list[_T] | None: ...
 def set_encode_fallback(fn: Callable[..., bytes]) -> None: ...

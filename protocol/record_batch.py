@@ -29,6 +29,9 @@ sets the first and third without recomputing it; setting maxTimestamp and the ti
 (LogAppendTime) does recompute it, over the header only: the records are never re-encoded
 (``with_base_offset`` and its siblings).
 
+Records are parsed by the C accelerator where it is built (protocol.speedups), which gives the
+same records as the Python code here or hands anything it does not take back to it.
+
 Readers stop cleanly at a partial trailing batch (a fetch chunk may end mid-batch), as
 protocol.messageset's do; anything else that is wrong raises ``MessageFormatError`` (or, for a
 CRC that does not match, ``CorruptMessageError``) with the base offset and byte position of the
@@ -38,12 +41,13 @@ batch and, for a record, which one and where.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
 import google_crc32c
 
+from protocol import speedups
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, BatchCodec, compress, decompress
 from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import NO_TIMESTAMP, TimestampType
@@ -496,7 +500,7 @@ def _records_at(data: bytes, pos: int, header: BatchHeader, limit: int) -> list[
         ) from None
 
 
-def _parse_records(
+def _py_parse_records(
     data: bytes,
     p: int,
     end: int,
@@ -632,6 +636,36 @@ def _parse_records(
             f"{end - p} bytes follow the last of the {count} records the header counts"
         )
     return out
+
+
+def _native_parse_records(
+    data: bytes,
+    p: int,
+    end: int,
+    origin: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    ts_override: int | None,
+) -> list[BatchRecord]:
+    """``_py_parse_records`` through the C accelerator, which gives the same records or, for
+    anything that is not a whole, valid records section, None: then the Python code runs and
+    names what is wrong."""
+    assert _parse_records_v2 is not None
+    records = _parse_records_v2(data, p, end, count, base_offset, base_timestamp, ts_override,
+                                BatchRecord)
+    if records is None:
+        return _py_parse_records(data, p, end, origin, count, base_offset, base_timestamp,
+                                 ts_override)
+    return records
+
+
+# The C accelerator's parse where it is built (protocol.speedups chooses, once; an older build
+# without it counts as none), else the Python above.
+_parse_records_v2: Callable[..., list[BatchRecord] | None] | None = getattr(
+    speedups.native, "parse_records_v2", None
+)
+_parse_records = _py_parse_records if _parse_records_v2 is None else _native_parse_records
 
 
 def _parse_headers(data: bytes, p: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:

@@ -3,7 +3,8 @@
 code it stands in for, which stays as the fallback and does exactly the same.
 
 ``ODRADEK_PURE_PYTHON=1`` in the environment forces the fallback. The choice is made once, at
-import: protocol.messageset and protocol.entry_scan bind the chosen functions to their names.
+import: protocol.messageset, protocol.entry_scan and protocol.record_batch bind the chosen
+functions to their names.
 """
 
 from __future__ import annotations

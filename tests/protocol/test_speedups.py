@@ -1,7 +1,8 @@
 """The C accelerator (protocol._speedups) does exactly what the Python code it stands in for
 does: the same bytes from ``encode_records``, the same records and stopping place from
-``_decode_plain``, the same columns and stopping place from the log's ``_scan_v1`` -- for
-every input, damaged ones included -- and it releases what it takes."""
+``_decode_plain``, the same columns and stopping place from the log's ``_scan_v1``, the same
+v2 records from ``_py_parse_records`` (or None, leaving it to Python, wherever Python refuses)
+-- for every input, damaged ones included -- and it releases what it takes."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ from protocol.messageset import (
     _py_encode_records,
     encode_message,
 )
+from protocol.record_batch import (
+    RECORDS_AT,
+    BatchRecord,
+    _Malformed,
+    _py_parse_records,
+    encode_batch,
+)
+from protocol.record_batch import Record as V2Record
 from tests.log.message_sets import damaged, message_sets
 
 native = pytest.importorskip("protocol._speedups", reason="the accelerator is not built here")
@@ -249,3 +258,100 @@ def test_many_calls_leave_no_memory_or_references_behind() -> None:
     # 3000 rounds of ~150 records each: a leak of one object per call would be thousands
     assert sys.getallocatedblocks() - blocks < 500
     bad.append(0)  # no buffer export left behind (a bytearray with one refuses to resize)
+
+
+# --------------------------------------------------------------------------------------------
+# parse_records_v2 (protocol.record_batch._py_parse_records)
+
+v2_headers = st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=9)),
+                      max_size=3).map(tuple)
+v2_records = st.lists(
+    st.builds(V2Record, st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=200),
+              st.integers(0, 1 << 50), v2_headers),
+    min_size=1, max_size=12,
+)
+
+
+def both_parses(data, count, base_offset=0, base_ts=0, ts_override=None, start=RECORDS_AT,
+                end=None):
+    """(the accelerator's answer, the Python function's outcome) for the records at start."""
+    end = len(data) if end is None else end
+    fast = native.parse_records_v2(data, start, end, count, base_offset, base_ts, ts_override,
+                                   BatchRecord)
+    slow = outcome(_py_parse_records, data, start, end, 0, count, base_offset, base_ts,
+                   ts_override)
+    return fast, slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=v2_records, base_offset=st.integers(0, 1 << 40),
+       ts_override=st.none() | st.integers(0, 1 << 45))
+def test_parse_records_v2_builds_the_python_records(records, base_offset, ts_override) -> None:
+    data = encode_batch(records)
+    fast, slow = both_parses(data, len(records), base_offset, records[0].timestamp, ts_override)
+    assert isinstance(slow, list) and len(slow) == len(records)
+    assert fast == slow
+    assert all(type(r) is BatchRecord for r in fast)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=v2_records, data=st.data())
+def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, data) -> None:
+    """Damaged records sections: the accelerator returns the Python records or None (then the
+    Python code runs and raises) -- never different records, never an exception of its own."""
+    raw = bytearray(encode_batch(records))
+    how = data.draw(st.sampled_from(["flip", "cut", "count", "garbage"]))
+    count = len(records)
+    if how == "flip":
+        at = data.draw(st.integers(RECORDS_AT, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    elif how == "cut":
+        del raw[data.draw(st.integers(RECORDS_AT, len(raw) - 1)):]
+    elif how == "count":
+        count = data.draw(st.integers(0, count + 3))
+    else:
+        raw[RECORDS_AT:] = data.draw(st.binary(max_size=60))
+    fast, slow = both_parses(bytes(raw), count, 0, records[0].timestamp)
+    if isinstance(slow, list):
+        assert fast == slow
+    else:
+        assert fast is None and slow is _Malformed
+
+
+def test_parse_records_v2_leaves_offsets_and_timestamps_past_int64_to_python() -> None:
+    data = encode_batch([(None, b"a", 5), (None, b"b", 9)])
+    fast, slow = both_parses(data, 2, base_offset=2**63 - 1)
+    assert fast is None and [r.offset for r in slow] == [2**63 - 1, 2**63]
+    fast, slow = both_parses(data, 2, base_ts=2**63 - 3)  # deltas 0 and 4
+    assert fast is None and [r.timestamp for r in slow] == [2**63 - 3, 2**63 + 1]
+
+
+def test_parse_records_v2_refuses_bad_arguments_and_leaves_nothing_behind() -> None:
+    data = encode_batch([V2Record(b"k", b"v" * 50, 5, (("h", b"x"), ("n", None)))] * 3)
+    damaged = bytearray(data)
+    damaged[-3] ^= 0xFF
+    assert outcome(native.parse_records_v2, data, RECORDS_AT, len(data), 1, 0, 0, None,
+                   list) is TypeError
+    assert outcome(native.parse_records_v2, "text", 0, 4, 1, 0, 0, None, BatchRecord) is TypeError
+    assert native.parse_records_v2(data, -1, len(data), 1, 0, 0, None, BatchRecord) is None
+    assert native.parse_records_v2(data, 0, len(data) + 1, 1, 0, 0, None, BatchRecord) is None
+    value = b"v" * 50
+
+    def one_round() -> None:
+        native.parse_records_v2(data, RECORDS_AT, len(data), 1, 0, 0, None, BatchRecord)
+        native.parse_records_v2(data, RECORDS_AT, len(data), 1, 0, 0, 7, BatchRecord)
+        native.parse_records_v2(bytes(damaged), RECORDS_AT, len(data), 1, 0, 0, None,
+                                BatchRecord)
+        native.parse_records_v2(data, RECORDS_AT, len(data), 2, 0, 0, None, BatchRecord)
+
+    for _ in range(50):
+        one_round()
+    gc.collect()
+    refs = [sys.getrefcount(o) for o in (data, value, BatchRecord)]
+    blocks = sys.getallocatedblocks()
+    for _ in range(3000):
+        one_round()
+    gc.collect()
+    assert [sys.getrefcount(o) for o in (data, value, BatchRecord)] == refs
+    assert sys.getallocatedblocks() - blocks < 500
+    damaged.append(0)  # no buffer export left behind
