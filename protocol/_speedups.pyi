@@ -1,4 +1,4 @@
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
@@ -25,4 +25,7 @@ def parse_records_v2(
     ts_override: int | None,
     cls: type[_T],
 ) -> list[_T] | None: ...
+def encode_records_v2(
+    records: Iterable[Sequence[Any]], base_timestamp: int
+) -> tuple[bytes, int, int] | None: ...
 def set_encode_fallback(fn: Callable[..., bytes]) -> None: ...

@@ -31,6 +31,9 @@ from protocol.record_batch import (
     encode_batch,
 )
 from protocol.record_batch import Record as V2Record
+from protocol.record_batch import (
+    _py_encode_records as _py_encode_records_v2,
+)
 from tests.log.message_sets import damaged, message_sets
 
 native = pytest.importorskip("protocol._speedups", reason="the accelerator is not built here")
@@ -355,3 +358,77 @@ def test_parse_records_v2_refuses_bad_arguments_and_leaves_nothing_behind() -> N
     assert [sys.getrefcount(o) for o in (data, value, BatchRecord)] == refs
     assert sys.getallocatedblocks() - blocks < 500
     damaged.append(0)  # no buffer export left behind
+
+
+# --------------------------------------------------------------------------------------------
+# encode_records_v2 (protocol.record_batch._py_encode_records)
+
+odd_fields = st.one_of(st.none(), st.binary(max_size=20),
+                       st.builds(bytearray, st.binary(max_size=3)), st.just("text"))
+odd_headers = st.one_of(
+    v2_headers, st.none(), st.just([]), st.lists(st.tuples(st.text(max_size=4), odd_fields),
+                                                 max_size=2),
+    st.just((("\udcff", b"x"),)),  # a lone surrogate: Python's surrogateescape takes it
+    st.just([["k", b"v"]]),
+)
+odd_timestamps = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(2**63, 2**64),
+                           st.just(True))
+odd_records = st.lists(
+    st.one_of(
+        st.tuples(odd_fields, odd_fields, odd_timestamps),
+        st.tuples(odd_fields, odd_fields, odd_timestamps, odd_headers),
+        st.builds(V2Record, st.none() | st.binary(max_size=30), st.binary(max_size=30),
+                  st.integers(0, 2**50), v2_headers),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(records=odd_records, base=st.one_of(st.integers(-(2**63), 2**63 - 1), st.just(2**64)),
+       as_tuple=st.booleans())
+def test_encode_records_v2_gives_the_python_bytes_or_gives_way(records, base, as_tuple) -> None:
+    batch = tuple(records) if as_tuple else records
+    fast = native.encode_records_v2(batch, base)
+    slow = outcome(_py_encode_records_v2, batch, base)
+    if fast is not None:
+        assert fast == slow
+    typical = all(
+        isinstance(r, tuple) and all(f is None or type(f) is bytes for f in r[:2])
+        and -(2**63) <= r[2] < 2**63 and -(2**63) <= r[2] - base < 2**63
+        and (len(r) == 3 or not r[3] or all(
+            type(h) is tuple and "\udcff" not in h[0] and (h[1] is None or type(h[1]) is bytes)
+            for h in r[3]))
+        for r in records
+    )
+    if typical and -(2**63) <= base < 2**63:
+        assert fast is not None  # the common records are all taken
+
+
+def test_encode_records_v2_takes_only_lists_and_tuples() -> None:
+    records = [(None, b"a", 1)]
+    assert native.encode_records_v2(iter(records), 0) is None
+    assert native.encode_records_v2(records, 0) == _py_encode_records_v2(records, 0)
+    assert outcome(native.encode_records_v2, records) is TypeError
+
+
+def test_encode_records_v2_leaves_nothing_behind() -> None:
+    key, value = b"key-1", b"v" * 100
+    batch = [V2Record(key, value, 5, (("h", value), ("n", None))), (None, value, 6)] * 20
+    odd = [(key, value, 1.5)]
+
+    def one_round() -> None:
+        native.encode_records_v2(batch, 0)
+        native.encode_records_v2(odd, 0)
+        native.encode_records_v2(batch, 2**64)
+
+    for _ in range(50):
+        one_round()
+    gc.collect()
+    refs = [sys.getrefcount(o) for o in (key, value)]
+    blocks = sys.getallocatedblocks()
+    for _ in range(3000):
+        one_round()
+    gc.collect()
+    assert [sys.getrefcount(o) for o in (key, value)] == refs
+    assert sys.getallocatedblocks() - blocks < 500
