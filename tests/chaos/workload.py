@@ -121,7 +121,7 @@ class Workload:
             name, self.bootstrap, group, "--topics", self.topic, "--commit", GROUPS[group],
             "--session-timeout-ms", "6000", "--heartbeat-interval-ms", "500",
             "--request-timeout-ms", "10000", "--metadata-max-age-ms", "2000",
-            "--out", str(out))
+            "--out", str(out), "--log")
         member = Member(name, group, out, process)
         self.members.append(member)
         return member

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import time
@@ -83,7 +84,12 @@ def main() -> int:
     parser.add_argument("--out")
     parser.add_argument("--rebalance-protocol", default="incremental")
     parser.add_argument("--strategy", default="range")
+    parser.add_argument("--log", action="store_true",
+                        help="the client's own log (state changes with reasons) on stderr")
     args = parser.parse_args()
+    if args.log:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(created).3f %(name)s %(levelname)s %(message)s")
     global OUT
     if args.out:
         OUT = open(args.out, "a", encoding="utf-8")  # noqa: SIM115 -- open until the process ends
