@@ -2,8 +2,9 @@
 
 Prints one JSON line per case: encode and decode of batches of 1,000 messages with 100-byte values
 for each compression codec, decode without CRC checks (what the checks cost), the same messages as
-one record batch (message format v2, ``"bench": "record_batch"``: none, lz4, zstd), and the CRC32
-implementations side by side with CRC-32C's (the figures behind the choices in
+one record batch (message format v2, ``"bench": "record_batch"``: none, lz4, zstd), what
+down-converting a fetched range of such batches to v1 costs (``"bench": "down_conversion"``: none,
+lz4), and the CRC32 implementations side by side with CRC-32C's (the figures behind the choices in
 protocol/messageset.py and protocol/record_batch.py).
 
 Each case runs for a fixed time in several rounds and reports the best round, so a busy machine
@@ -27,6 +28,7 @@ import crcmod.predefined
 import google_crc32c
 
 from protocol.compression import BatchCodec, Codec
+from protocol.down_conversion import down_convert
 from protocol.messageset import decode_messages, encode_message_set, encode_records
 from protocol.record_batch import decode_batches, encode_batch
 
@@ -126,6 +128,37 @@ def record_batch_cases(seconds: float) -> None:
             })
 
 
+FETCH_BATCHES = 8  # batches of ``BATCH`` messages in one fetched range
+
+
+def down_conversion_cases(seconds: float) -> None:
+    """A fetched range of ``FETCH_BATCHES`` v2 batches converted for a v1 reader (what the
+    broker does for Fetch below v4). ``mb_per_s`` counts the v1 message set's uncompressed bytes
+    as the other lines do; ``fetched_mb_per_s`` and ``us_per_fetched_mb`` the range's bytes as
+    stored, i.e. what one fetched MB costs."""
+    records = sample_records()
+    plain_bytes = len(encode_records(records)) * FETCH_BATCHES
+    for codec in (BatchCodec.NONE, BatchCodec.LZ4):
+        fetched = b"".join(encode_batch(records, base_offset=i * BATCH, codec=codec)
+                           for i in range(FETCH_BATCHES))
+        op = partial(down_convert, fetched, to_magic=1, fetch_offset=0)
+        assert op().converted == BATCH * FETCH_BATCHES
+        ranges = best_rate(op, seconds)
+        emit({
+            "bench": "down_conversion",
+            "case": "v2_to_v1",
+            "codec": codec.name.lower(),
+            "batch": BATCH,
+            "batches": FETCH_BATCHES,
+            "value_bytes": VALUE_BYTES,
+            "set_bytes": len(fetched),
+            "msgs_per_s": round(ranges * BATCH * FETCH_BATCHES),
+            "mb_per_s": round(ranges * plain_bytes / 1e6, 1),
+            "fetched_mb_per_s": round(ranges * len(fetched) / 1e6, 1),
+            "us_per_fetched_mb": round(1e6 / (ranges * len(fetched) / 1e6)),
+        })
+
+
 def crc_case(seconds: float) -> None:
     crcmod_crc32 = crcmod.predefined.mkPredefinedCrcFun("crc-32")
     using_extension = bool(sys.modules["crcmod.crcmod"]._usingExtension)
@@ -149,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds = 0.25 if args.quick else 2.0
     codec_cases(seconds)
     record_batch_cases(seconds)
+    down_conversion_cases(seconds)
     crc_case(seconds)
 
 

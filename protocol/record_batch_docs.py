@@ -135,6 +135,21 @@ and sint64, at most 5 and 10 bytes):
   abort, 1 commit) and whose value is version (int16, 0) and coordinator epoch (int32).
 - zstd exists in v2 only (KIP-110): a v0/v1 wrapper with codec 4 is malformed.
 
+**Down-conversion.** A reader that cannot take v2 (Kafka's Fetch v2 and v3 read v1, Fetch v0 and
+v1 read v0) is sent the fetched range converted, as Kafka converts it
+(`protocol/down_conversion.py`): each v2 record becomes a v1 (v0) message with the same offset,
+key, value and timestamp (timestamp type kept; v0 has none); headers are dropped; records before
+the fetch offset, control batches and empty batches are left out; a gzip, snappy or lz4 batch
+becomes one wrapper of the same codec (relative inner offsets and the last offset on the wrapper
+for v1, absolute inner offsets for v0). v0 and v1 entries pass through as stored, except that a
+v0 reader gets v1 entries converted to v0. v0/v1 have no zstd: as Kafka, a zstd batch is refused
+with UNSUPPORTED_COMPRESSION_TYPE (76) when it is the first thing to send, and ends the range
+when something comes before it (a caller may ask for its records uncompressed instead). Only
+whole entries are sent: a partial trailing batch is fetched again, and the converted range stops
+before the entry that would take it past the fetch's byte limit, the first entry excepted (it is
+sent whole, so that a reader always makes progress); the answer carries how much of the range
+was converted, so the next fetch starts after it.
+
 ### Worked example (v2)
 
 Offset 41, one record: key `"k1"`, value `"hello"`, header `trace` = `"t1"`, create time
