@@ -24,11 +24,12 @@ from tests.chaos.history import (
     FinalLog,
     GroupOutcome,
     ReplicaVerdict,
+    StaleMetadata,
     append_record,
     write_records,
 )
 from tests.chaos.workload import GROUPS, Workload, last_member_id, write_history
-from tests.cluster.conftest import Cluster, free_port, read_partitions, until
+from tests.cluster.conftest import Cluster, free_port, metadata_from, read_partitions, until
 from tests.cluster.hosts import HostCluster, broker_host
 from tests.cluster.link_proxy import LinkProxy
 from tests.netns import PrivateNetwork
@@ -261,6 +262,15 @@ class Campaign:
         until(all_started, 120, "every broker started again")
         until(lambda: _all_in_sync(cluster), cluster.failover_bound + 90,
               "every broker back in every ISR")
+        # every broker names the leaders ZooKeeper names, or the stale ones are a finding
+        stale: list[StaleMetadata] = []
+
+        def agreed() -> bool:
+            stale[:] = _stale_metadata(stage)
+            return not stale
+
+        _waited(agreed, 60)
+        write_records(self.run_dir / StaleMetadata.FILE, stale)
         for producer in workload.producers:
             producer.stop()
         ends = _end_offsets(workload.bootstrap, TOPIC)
@@ -325,6 +335,30 @@ def _start_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
     with Consumer(bootstrap, request_timeout_ms=5_000) as consumer:
         partitions = consumer.partitions_for(topic)
         return consumer.beginning_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+
+
+def _stale_metadata(stage: Stage) -> list[StaleMetadata]:
+    """Each broker's Metadata, asked of it alone, against ZooKeeper's partition states: the
+    partitions where a broker names another leader or leader epoch."""
+    states = {(topic, p): s for topic in stage.cluster.zk.get_children("/brokers/topics")
+              for p, s in stage.cluster.states(topic).items()}
+    addresses = stage.workload.bootstrap.split(",")  # broker i's is the i-th
+    stale = []
+    for broker, address in enumerate(addresses):
+        try:
+            view = metadata_from(address, sorted({t for t, _ in states}))
+        except Exception:
+            view = None
+        for (topic, p), state in sorted(states.items()):
+            info = None if view is None else view.topics.get(topic)
+            part = None if info is None else info.partitions.get(p)
+            leader, epoch = (-1, -1) if part is None else (part.leader, part.leader_epoch)
+            if (leader, epoch) != (state["leader"], state["leader_epoch"]):
+                stale.append(StaleMetadata(
+                    broker=broker, topic=topic, partition=p, leader=leader, leader_epoch=epoch,
+                    zookeeper_leader=state["leader"],
+                    zookeeper_leader_epoch=state["leader_epoch"]))
+    return stale
 
 
 def _behind(bootstrap: str, group: str, ends: dict[TopicPartition, int]

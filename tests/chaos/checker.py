@@ -364,6 +364,19 @@ def run_end(history: History) -> float:
     return max(times, default=math.inf)
 
 
+def metadata_stale(history: History) -> Iterator[Violation]:
+    """Once healed, every broker's Metadata names the leaders ZooKeeper names: a broker that
+    keeps an old leader sends its clients to a broker that refuses them, for as long as it
+    keeps it."""
+    for line in history.metadata:
+        yield Violation(
+            "metadata-stale",
+            f"broker {line.broker} names broker {line.leader} (epoch {line.leader_epoch}) as "
+            f"leader of {line.topic}-{line.partition}; ZooKeeper names broker "
+            f"{line.zookeeper_leader} (epoch {line.zookeeper_leader_epoch})",
+            (evidence(line),))
+
+
 def check_history(history: History, *, duplicates_fail: bool = False) -> Report:
     """Every invariant over an in-memory history."""
     final = _final_partitions(history)
@@ -377,6 +390,7 @@ def check_history(history: History, *, duplicates_fail: bool = False) -> Report:
         *ownership_violations,
         *groups_unsettled(history),
         *delivered_not_in_log(history, final),
+        *metadata_stale(history),
     ]
     figures = {
         "acknowledged": sum(sent.acked for sent in history.produced),

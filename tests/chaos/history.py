@@ -140,10 +140,29 @@ class GroupOutcome:
     behind: tuple[tuple[str, int, int, int], ...] = ()
 
 
-Record = Produced | Consumed | Owned | Commit | Fault | FinalLog | ReplicaVerdict | GroupOutcome
-R = TypeVar("R", Produced, Consumed, Owned, Commit, Fault, FinalLog, ReplicaVerdict, GroupOutcome)
+@dataclass(frozen=True, kw_only=True)
+class StaleMetadata:
+    """After the cluster healed, a broker whose Metadata still named another leader (or leader
+    epoch) for a partition than ZooKeeper's state says: clients asking it are sent to the wrong
+    broker. Only disagreements are written."""
+
+    FILE: ClassVar[str] = "metadata.jsonl"
+    broker: int
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    zookeeper_leader: int
+    zookeeper_leader_epoch: int
+
+
+Record = (Produced | Consumed | Owned | Commit | Fault | FinalLog | ReplicaVerdict | GroupOutcome
+          | StaleMetadata)
+R = TypeVar("R", Produced, Consumed, Owned, Commit, Fault, FinalLog, ReplicaVerdict, GroupOutcome,
+            StaleMetadata)
 RECORD_KINDS: tuple[type[Record], ...] = (
-    Produced, Consumed, Owned, Commit, Fault, FinalLog, ReplicaVerdict, GroupOutcome)
+    Produced, Consumed, Owned, Commit, Fault, FinalLog, ReplicaVerdict, GroupOutcome,
+    StaleMetadata)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,12 +177,14 @@ class History:
     final_logs: tuple[FinalLog, ...] = ()
     replicas: tuple[ReplicaVerdict, ...] = ()
     groups: tuple[GroupOutcome, ...] = ()
+    metadata: tuple[StaleMetadata, ...] = ()
 
 
 #: History's field for each kind of record
 _HISTORY_FIELDS: dict[type[Record], str] = {
     Produced: "produced", Consumed: "consumed", Owned: "owned", Commit: "commits",
     Fault: "faults", FinalLog: "final_logs", ReplicaVerdict: "replicas", GroupOutcome: "groups",
+    StaleMetadata: "metadata",
 }
 
 
@@ -235,4 +256,5 @@ def read_history(run_dir: Path) -> History:
         final_logs=tuple(read_records(run_dir / FinalLog.FILE, FinalLog)),
         replicas=tuple(read_records(run_dir / ReplicaVerdict.FILE, ReplicaVerdict)),
         groups=tuple(read_records(run_dir / GroupOutcome.FILE, GroupOutcome)),
+        metadata=tuple(read_records(run_dir / StaleMetadata.FILE, StaleMetadata)),
     )

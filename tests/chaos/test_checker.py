@@ -24,6 +24,7 @@ from tests.chaos.history import (
     Owned,
     Produced,
     ReplicaVerdict,
+    StaleMetadata,
     from_line,
     read_history,
     to_line,
@@ -416,7 +417,7 @@ def test_a_whole_history_survives_its_run_directory(tmp_path: Path) -> None:
     write_history(tmp_path, history)
     assert {p.name for p in tmp_path.iterdir()} == {
         "produced.jsonl", "consumed.jsonl", "owned.jsonl", "commits.jsonl", "faults.jsonl",
-        "final_logs.jsonl", "replicas.jsonl", "groups.jsonl"}
+        "final_logs.jsonl", "replicas.jsonl", "groups.jsonl", "metadata.jsonl"}
     assert read_history(tmp_path) == history
 
 
@@ -458,3 +459,11 @@ def test_removing_any_acknowledged_value_is_always_found(shape, data) -> None:
         log, records=tuple(r for r in log.records if r[1] != lost.value)))
     found = [v for v in check_history(planted).violations if v.invariant == "acknowledged-lost"]
     assert [v.evidence[0] for v in found] == [f"produced.jsonl: {to_line(lost)}"]
+
+
+def test_a_broker_naming_an_old_leader_after_the_heal_is_found() -> None:
+    stale = StaleMetadata(broker=0, topic=TOPIC, partition=1, leader=0, leader_epoch=8,
+                          zookeeper_leader=2, zookeeper_leader_epoch=9)
+    report = check_history(replace(clean_history(), metadata=(stale,)))
+    assert only(report, "metadata-stale") == [f"metadata.jsonl: {to_line(stale)}"]
+    assert "broker 0 names broker 0 (epoch 8) as leader of t-1" in report.violations[0].summary
