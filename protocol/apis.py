@@ -612,7 +612,15 @@ INCREMENTAL_ALTER_CONFIGS = Api(
 CONTROLLER_FIELDS = (
     _f("controller_id", INT32, "the sending controller's broker id"),
     _f("controller_epoch", INT32, "the sending controller's epoch (/controller_epoch)"),
+    _f("broker_epoch", INT64,
+       "the registration of the receiving broker the controller addresses: the czxid of its "
+       "/brokers/ids node (KIP-380)", since=1),
 )
+#: what v1 of LeaderAndIsr, UpdateMetadata and StopReplica adds
+BROKER_EPOCH_NOTE = (
+    " v1 adds broker_epoch (Kafka's KIP-380): a broker refuses a request naming an older "
+    "registration of itself with STALE_BROKER_EPOCH -- one sent before it registered again, "
+    "which a cut link delivered late, would roll its state back.")
 LEADER_AND_ISR_FIELDS = (
     _f("topic", STRING), PARTITION,
     _f("controller_epoch", INT32, "epoch of the controller that last wrote this state"),
@@ -634,7 +642,7 @@ TOPIC_PARTITION = _s("TopicPartition", _f("topic", STRING), PARTITION)
 PARTITION_ERROR = _s("PartitionError", _f("topic", STRING), PARTITION, ERROR_CODE)
 
 LEADER_AND_ISR = Api(
-    ApiKey.LEADER_AND_ISR, "LeaderAndIsr", 0, 0,
+    ApiKey.LEADER_AND_ISR, "LeaderAndIsr", 0, 1,
     _s("LeaderAndIsrRequest", *CONTROLLER_FIELDS,
        _f("partitions", Array(_s("LeaderAndIsrPartition", *LEADER_AND_ISR_FIELDS,
                                  _f("is_new", Bool(), "the replica is being created")))),
@@ -642,11 +650,11 @@ LEADER_AND_ISR = Api(
     _s("LeaderAndIsrResponse", ERROR_CODE, _f("partitions", Array(PARTITION_ERROR))),
     "Controller to broker: become leader or follower of these partitions. A partition whose "
     "leader_epoch is older than the one the broker has is left as it is (STALE_CONTROLLER_EPOCH "
-    "in its entry).",
+    "in its entry)." + BROKER_EPOCH_NOTE,
 )
 
 UPDATE_METADATA = Api(
-    ApiKey.UPDATE_METADATA, "UpdateMetadata", 0, 0,
+    ApiKey.UPDATE_METADATA, "UpdateMetadata", 0, 1,
     _s("UpdateMetadataRequest", *CONTROLLER_FIELDS,
        _f("partitions", Array(_s("UpdateMetadataPartition", *LEADER_AND_ISR_FIELDS))),
        _f("live_brokers", Array(LIVE_BROKER)),
@@ -655,16 +663,17 @@ UPDATE_METADATA = Api(
        ),
     _s("UpdateMetadataResponse", ERROR_CODE),
     "Controller to broker: the whole cluster view -- live brokers and every partition's state. "
-    "It replaces the broker's metadata cache, from which Metadata requests are answered.",
+    "It replaces the broker's metadata cache, from which Metadata requests are answered."
+    + BROKER_EPOCH_NOTE,
 )
 
 STOP_REPLICA = Api(
-    ApiKey.STOP_REPLICA, "StopReplica", 0, 0,
+    ApiKey.STOP_REPLICA, "StopReplica", 0, 1,
     _s("StopReplicaRequest", *CONTROLLER_FIELDS,
        _f("delete_partitions", Bool(), "also delete the partitions' logs (topic deletion)"),
        _f("partitions", Array(TOPIC_PARTITION))),
     _s("StopReplicaResponse", ERROR_CODE, _f("partitions", Array(PARTITION_ERROR))),
-    "Controller to broker: stop leading or following these partitions.",
+    "Controller to broker: stop leading or following these partitions." + BROKER_EPOCH_NOTE,
 )
 
 CONTROLLED_SHUTDOWN = Api(

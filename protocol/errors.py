@@ -77,6 +77,7 @@ class ErrorCode(IntEnum):
     OFFSET_NOT_AVAILABLE = 78
     FENCED_INSTANCE_ID = 82
     UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     RESOURCE_NOT_FOUND = 91
@@ -244,6 +245,10 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: _i(
         "", True, "The request names a leader epoch newer than the leader's own (it has not "
         "caught up with the controller yet)."
+    ),
+    ErrorCode.STALE_BROKER_EPOCH: _i(
+        "", False, "A controller's request names an older registration of this broker than its "
+        "own (KIP-380): it was sent before the broker registered again, and is set aside."
     ),
     ErrorCode.UNSUPPORTED_SASL_MECHANISM: _i(
         "", False, "The SASL mechanism asked for is not enabled on this listener."
@@ -523,6 +528,10 @@ class FencedLeaderEpochError(BrokerError):
 
 class UnknownLeaderEpochError(BrokerError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+class StaleBrokerEpochError(BrokerError):
+    code = ErrorCode.STALE_BROKER_EPOCH
 
 
 class UnsupportedSaslMechanismError(BrokerError):

@@ -15,6 +15,7 @@ that check and steps down, so it overwrites nothing. Brokers refuse its requests
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 from collections.abc import Awaitable, Callable, Collection, Iterable
@@ -56,7 +57,7 @@ from broker.cluster.controller_model import (
     ControllerModel,
     ShutdownDecision,
 )
-from broker.cluster.links import LinkSecurity, RequestQueue
+from broker.cluster.links import CONTROL_VERSION, Answer, LinkSecurity, RequestQueue
 from broker.cluster.replica_state import ReplicaDeletion
 from broker.cluster.zk_reads import delete_many, get_many
 from broker.cluster.zookeeper import ZooKeeper
@@ -268,10 +269,11 @@ class Controller:
         found = {}
         for broker_id, result in pending.items():
             try:
-                data, _ = result.get()
+                data, stat = result.get()
             except NoNodeError:
                 continue
-            found[broker_id] = zk.BrokerRegistration.decode(broker_id, data)
+            found[broker_id] = dataclasses.replace(
+                zk.BrokerRegistration.decode(broker_id, data), epoch=stat.czxid)
         return found
 
     def _read_topics_and_watch(
@@ -455,11 +457,9 @@ class Controller:
         """StopReplica (delete) for replicas the model moved to ReplicaDeletionStarted; each
         answer is an event (``ReplicaDeleted``)."""
         for deletion in deletions:
-            queue = self._queues.get(deletion.broker_id)
-            if queue is not None:
-                body = self.model.stop_replica_request(deletion.partitions, delete=True)
-                queue.put(ApiKey.STOP_REPLICA, body, functools.partial(
-                    self._replica_deleted, deletion.broker_id, deletion.partitions))
+            body = self.model.stop_replica_request(deletion.partitions, delete=True)
+            self._queue(deletion.broker_id, ApiKey.STOP_REPLICA, body, functools.partial(
+                self._replica_deleted, deletion.broker_id, deletion.partitions))
 
     def _replica_deleted(self, broker_id: int, tps: tuple[TopicPartition, ...],
                          result: dict[str, Any] | BaseException) -> None:
@@ -784,10 +784,18 @@ class Controller:
         for broker_id in self.model.live:
             self._queue(broker_id, ApiKey.UPDATE_METADATA, body)
 
-    def _queue(self, broker_id: int, api: ApiKey, body: dict[str, Any]) -> None:
+    def _queue(self, broker_id: int, api: ApiKey, body: dict[str, Any],
+               on_answer: Answer | None = None) -> None:
+        """Queue a control request for ``broker_id``, naming the registration it is for
+        (KIP-380's broker epoch): one that reaches the broker after it registered again --
+        held in a cut link -- is refused rather than rolling its state back."""
         queue = self._queues.get(broker_id)
+        registration = self.model.live.get(broker_id)
         if queue is not None:
-            queue.put(api, body, functools.partial(self._answered, broker_id, api))
+            epoch = -1 if registration is None else registration.epoch
+            queue.put(api, {**body, "broker_epoch": epoch},
+                      on_answer or functools.partial(self._answered, broker_id, api),
+                      version=CONTROL_VERSION)
 
     def _answered(self, broker_id: int, api: ApiKey, result: dict[str, Any] | BaseException
                   ) -> None:

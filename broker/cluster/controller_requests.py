@@ -9,7 +9,7 @@ STALE_CONTROLLER_EPOCH, so a deposed controller changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -24,7 +24,7 @@ from broker.purgatory import FetchPurgatory
 from broker.settings import BrokerSettings
 from broker.topics import Topics
 from coordinator import OFFSETS_TOPIC
-from protocol.errors import BrokerError, StaleControllerEpochError
+from protocol.errors import BrokerError, StaleBrokerEpochError, StaleControllerEpochError
 from protocol.partitions import TopicPartition
 
 log = structlog.get_logger(__name__)
@@ -36,8 +36,11 @@ class ControllerRequests:
 
     def __init__(self, settings: BrokerSettings, zoo: ZooKeeper, cache: MetadataCache, *,
                  broker_id: int, topics: Topics, groups: GroupDriver,
-                 purgatory: FetchPurgatory) -> None:
+                 purgatory: FetchPurgatory,
+                 broker_epoch: Callable[[], int] = lambda: -1) -> None:
+        """``broker_epoch``: this broker's registration now (its czxid)."""
         self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
         self.zoo = zoo
         self.cache = cache
         self._topics = topics
@@ -60,6 +63,16 @@ class ControllerRequests:
         return None if broker is None else (broker.host, broker.port)
 
     def _check_epoch(self, body: Mapping[str, Any]) -> None:
+        """Refuse a request from an older controller, or one meant for an older registration
+        of this broker (KIP-380): sent before the broker registered again, it lay in a cut
+        link and would roll the broker's state back -- an UpdateMetadata naming the leaders of
+        before."""
+        sent_for, mine = body.get("broker_epoch", -1), self._broker_epoch()
+        if 0 <= sent_for < mine:
+            raise StaleBrokerEpochError(
+                f"controller {body['controller_id']} (epoch {body['controller_epoch']}) sent a "
+                f"request for broker {self.broker_id}'s registration {sent_for}; it has "
+                f"registered again since ({mine})")
         epoch = body["controller_epoch"]
         if epoch < self._epoch_seen:
             raise StaleControllerEpochError(

@@ -154,6 +154,9 @@ class BrokerLink:
 
 
 Answer = Callable[[dict[str, Any] | BaseException], Awaitable[None] | None]
+#: the version of LeaderAndIsr, UpdateMetadata and StopReplica the controller sends: v1 names
+#: the receiving broker's registration (broker_epoch)
+CONTROL_VERSION = 1
 
 
 class RequestQueue:
@@ -168,14 +171,15 @@ class RequestQueue:
         self.link = BrokerLink(host, port, client_id=client_id, timeout=timeout,
                                security=security)
         self._send, self._receive = trio.open_memory_channel[
-            tuple[ApiKey, dict[str, Any], Answer | None]](math.inf)
+            tuple[ApiKey, dict[str, Any], Answer | None, int]](math.inf)
         self._refused = False  # the last request was refused for lack of ClusterAction
         self._closed = False
 
-    def put(self, api: ApiKey, body: dict[str, Any], on_answer: Answer | None = None) -> None:
+    def put(self, api: ApiKey, body: dict[str, Any], on_answer: Answer | None = None, *,
+            version: int = 0) -> None:
         # a closed queue: the broker was given up; a later controller tells it everything
         with contextlib.suppress(trio.ClosedResourceError):
-            self._send.send_nowait((api, body, on_answer))
+            self._send.send_nowait((api, body, on_answer, version))
 
     def close(self) -> None:
         self._closed = True
@@ -183,8 +187,8 @@ class RequestQueue:
 
     async def run(self) -> None:
         try:
-            async for api, body, on_answer in self._receive:
-                result = await self._deliver(api, body)
+            async for api, body, on_answer, version in self._receive:
+                result = await self._deliver(api, body, version)
                 if on_answer is not None:
                     done = on_answer(result)
                     if done is not None:
@@ -192,11 +196,12 @@ class RequestQueue:
         finally:
             await self.link.aclose()
 
-    async def _deliver(self, api: ApiKey, body: dict[str, Any]) -> dict[str, Any] | BaseException:
+    async def _deliver(self, api: ApiKey, body: dict[str, Any], version: int
+                       ) -> dict[str, Any] | BaseException:
         backoff = RETRY_BACKOFF
         while True:
             try:
-                answer = await self.link.request(api, body)
+                answer = await self.link.request(api, body, version=version)
             except ClusterAuthorizationFailedError as exc:
                 self._was_refused(api, exc)
                 failure: BaseException = exc

@@ -61,6 +61,9 @@ class Membership:
         self.registration: zk.BrokerRegistration | None = None
         #: this broker's controller, while it is the controller
         self.controller: Controller | None = None
+        #: the czxid of this broker's registration node: Kafka's broker epoch (KIP-380). A
+        #: controller request naming an older one was meant for a registration gone since.
+        self.broker_epoch = -1
         self._registered = trio.Event()
         self._session_lost = False
         self._stopping = False
@@ -92,17 +95,15 @@ class Membership:
         path = zk.broker_path(self.broker_id)
         deadline = trio.current_time() + self.settings.zookeeper_session_timeout_ms / 1000 + 10
         while True:
-            try:
+            with contextlib.suppress(NodeExistsError):  # ours already, or another's: read
                 await self.zoo.call(self.zoo.kazoo.create, path, registration.encode(),
                                     ephemeral=True)
-                break
-            except NodeExistsError:
-                pass
             try:
                 data, stat = await self.zoo.call(self.zoo.kazoo.get, path)
             except NoNodeError:
                 continue
             if stat.ephemeralOwner == self.zoo.session_id:
+                self.broker_epoch = stat.czxid
                 break
             existing = zk.BrokerRegistration.decode(self.broker_id, data)
             if existing.directory_id != registration.directory_id:

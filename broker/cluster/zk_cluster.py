@@ -69,7 +69,8 @@ class ZooKeeperCluster:
         self._membership = Membership(settings, self.zoo, self.cache, identity.broker_id)
         self._requests = ControllerRequests(
             settings, self.zoo, self.cache, broker_id=identity.broker_id, topics=topics,
-            groups=self.groups, purgatory=purgatory)
+            groups=self.groups, purgatory=purgatory,
+            broker_epoch=lambda: self._membership.broker_epoch)
         self._produces_waiting = 0  # acks=all produces waiting for their ISR
         self._damaged = topics.logs.damaged  # logs that opening found damaged and cut
 

@@ -126,6 +126,9 @@ class BrokerRegistration:
     #: every listener as advertised, (name, host, port); empty: PLAINTEXT at host:port alone.
     #: host and port are the inter-broker listener's.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    #: the node's czxid, read with it (not written in it): Kafka's broker epoch (KIP-380),
+    #: new with every registration; -1 when not read from ZooKeeper
+    epoch: int = -1
 
     @property
     def listeners(self) -> tuple[tuple[str, str, int], ...]:
