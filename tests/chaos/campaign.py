@@ -278,14 +278,11 @@ class Campaign:
         self.ends = ends
         # a group that does not settle or drain is a finding: the checker reports it from
         # groups.jsonl, so these waits end quietly
-        _waited(lambda: all(_stable(_group_state(workload, g)) for g in GROUPS), 120)
+        _waited(lambda: _groups_stable(workload), 120)
         _waited(lambda: not any(_behind(workload.bootstrap, g, ends) for g in GROUPS), 120)
 
     def _wait_groups(self, workload: Workload, timeout: float, what: str) -> None:
-        def stable() -> bool:
-            return all(_stable(_group_state(workload, g)) for g in GROUPS)
-
-        until(stable, timeout, what)
+        until(lambda: _groups_stable(workload), timeout, what)
 
     def _final(self, stage: Stage) -> None:
         """final_logs.jsonl, replicas.jsonl and groups.jsonl, from the healed cluster."""
@@ -322,19 +319,20 @@ def _all_in_sync(cluster: Cluster) -> bool:
 
 
 def _end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
-    from client import Consumer
-
-    with Consumer(bootstrap, request_timeout_ms=5_000) as consumer:
-        partitions = consumer.partitions_for(topic)
-        return consumer.end_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+    return _offsets(bootstrap, topic, latest=True)
 
 
 def _start_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
+    return _offsets(bootstrap, topic, latest=False)
+
+
+def _offsets(bootstrap: str, topic: str, *, latest: bool) -> dict[TopicPartition, int]:
+    """Every partition's log end (``latest``) or log start offset, as its leader says."""
     from client import Consumer
 
     with Consumer(bootstrap, request_timeout_ms=5_000) as consumer:
-        partitions = consumer.partitions_for(topic)
-        return consumer.beginning_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for(topic))]
+        return consumer.end_offsets(tps) if latest else consumer.beginning_offsets(tps)
 
 
 def _stale_metadata(stage: Stage) -> list[StaleMetadata]:
@@ -399,6 +397,10 @@ def _group_state(workload: Workload, group: str) -> GroupOutcome:
     return GroupOutcome(group=group, state=found.state, generation=found.generation,
                         members=tuple(sorted(m.member_id for m in found.members)),
                         expected_members=expected)
+
+
+def _groups_stable(workload: Workload) -> bool:
+    return all(_stable(_group_state(workload, g)) for g in GROUPS)
 
 
 def _stable(outcome: GroupOutcome) -> bool:
