@@ -145,14 +145,15 @@ THROTTLE_TIME_MS = _f(
     "how long the broker delayed this response because the client is over its quota (0 if "
     "not); the client should not send more in that time", since=1)
 PRODUCE = Api(
-    ApiKey.PRODUCE, "Produce", 0, 1,
+    ApiKey.PRODUCE, "Produce", 0, 2,
     _s("ProduceRequest",
        _f("acks", INT16, "0: no response; 1: leader wrote it; -1: all in-sync replicas have it"),
        _f("timeout_ms", INT32, "how long to wait for acks=-1"),
        _f("topics", Array(_s("ProduceTopic", TOPIC_NAME,
                              _f("partitions", Array(_s(
                                  "ProducePartition", PARTITION,
-                                 _f("records", BYTES, "a message set (see Message format)")))))))),
+                                 _f("records", BYTES, "a message set (see Message format); "
+                                    "v2: or one record batch (magic 2)")))))))),
     _s("ProduceResponse",
        _f("topics", Array(_s("ProduceTopicResult", TOPIC_NAME,
                              _f("partitions", Array(_s(
@@ -167,7 +168,10 @@ PRODUCE = Api(
     "ones (the rules follow the table). With acks=0 no response is sent. Internal "
     "topics (`__` prefix: `__consumer_offsets`) are written by the broker alone: INVALID_TOPIC "
     "\"cannot append to internal topic '__consumer_offsets'\". v1 adds throttle_time_ms "
-    "(produce quotas).",
+    "(produce quotas). v2 may carry one record batch (message format v2, magic 2) per "
+    "partition instead of a message set: headers, zstd, and the idempotent producer's "
+    "producer id, epoch and sequence, checked by the leader (DUPLICATE_SEQUENCE answers a "
+    "retry with its first write's offsets).",
 )
 
 # ---------------------------------------------------------------------------------------- Fetch
@@ -178,7 +182,7 @@ CONSUMER_REPLICA_ID = -1
 #: what replica verification compares
 DEBUGGING_REPLICA_ID = -2
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", 0, 3,
+    ApiKey.FETCH, "Fetch", 0, 4,
     _s("FetchRequest",
        _f("replica_id", INT32, "-1 for consumers; the follower's broker id for replicas; -2 "
           "for a debugging read of this broker's own replica, leader or not"),
@@ -215,7 +219,9 @@ FETCH = Api(
     "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their "
     "broker id as replica_id and read up to the log end; consumers read up to the high "
     "watermark. v1 adds the leader epochs a follower records; v2 adds throttle_time_ms "
-    "(fetch quotas); v3 adds the follower's log start offset. A follower fetch (v3) whose "
+    "(fetch quotas); v3 adds the follower's log start offset; v4 readers take record "
+    "batches (magic 2) as stored, while below v4 the broker converts them to magic 1 "
+    "(headers dropped; zstd refused with UNSUPPORTED_COMPRESSION_TYPE). A follower fetch (v3) whose "
     "log_start_offset is below the leader's is answered at once, data or not, so the follower "
     "moves its log start without waiting out max_wait_ms. replica_id -2 (Kafka's debugging "
     "consumer) reads the answering broker's own replica whether it leads the partition or "
