@@ -69,14 +69,19 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
     SECURITY_DISABLED = 54
     SASL_AUTHENTICATION_FAILED = 58
+    UNKNOWN_PRODUCER_ID = 59
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     FENCED_LEADER_EPOCH = 74
     OFFSET_NOT_AVAILABLE = 78
     FENCED_INSTANCE_ID = 82
     UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
@@ -225,6 +230,31 @@ _TABLE: dict[ErrorCode, tuple[str, bool, str]] = {
     ),
     ErrorCode.INVALID_REQUEST: _i(
         "", False, "The request is malformed: wrong fields or types, or an unknown API."
+    ),
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: _i(
+        "", False,
+        "The batch's sequence number does not follow the last one the leader has from this "
+        "producer id and epoch (a gap: a batch before it was lost); nothing was written.",
+    ),
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: _i(
+        "", False,
+        "The leader already has a batch with this sequence number from this producer, older "
+        "than the five it remembers; nothing was written again.",
+    ),
+    ErrorCode.INVALID_PRODUCER_EPOCH: _i(
+        "", False,
+        "The batch's producer epoch is older than the one the leader has for its producer id: "
+        "a newer producer with that id has taken over (it is fenced).",
+    ),
+    ErrorCode.UNKNOWN_PRODUCER_ID: _i(
+        "", False,
+        "The leader keeps no state for the batch's producer id (it expired, or the records "
+        "that held it were deleted); the producer must get a new id (InitProducerId).",
+    ),
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: _i(
+        "", False,
+        "The reader's version cannot take the stored data's codec (zstd below Fetch v4: "
+        "record batches only).",
     ),
     ErrorCode.NON_EMPTY_GROUP: _i(
         "", False, "The group has members; it can only be deleted or reset when Empty."
@@ -496,6 +526,26 @@ class NotControllerError(BrokerError):
 
 class InvalidRequestError(BrokerError):
     code = ErrorCode.INVALID_REQUEST
+
+
+class OutOfOrderSequenceNumberError(BrokerError):
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceNumberError(BrokerError):
+    code = ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(BrokerError):
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(BrokerError):
+    code = ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 class NonEmptyGroupError(BrokerError):
