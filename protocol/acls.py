@@ -48,6 +48,7 @@ class AclOperation(IntEnum):
     CLUSTER_ACTION = 9
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
 
     @property
     def title(self) -> str:
@@ -299,6 +300,11 @@ API_ACLS: dict[ApiKey, tuple[AclCheck, ...]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (_c(_AC, _CLUSTER),),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_c(_DESC, _CLUSTER),),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_c(_A, _CLUSTER),),
+    # KIP-679 (Kafka 2.8+): IdempotentWrite on the cluster, or Write on any topic
+    ApiKey.INIT_PRODUCER_ID: (
+        _c(AclOperation.IDEMPOTENT_WRITE, _CLUSTER, "or Write on any topic"),
+        _c(_W, _TOPIC, "any one topic, or IdempotentWrite on the cluster"),
+    ),
 }
 assert set(API_ACLS) == set(ApiKey), "every API needs a row in API_ACLS"
 

@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
@@ -906,6 +907,33 @@ ALTER_USER_SCRAM_CREDENTIALS = Api(
     "UNACCEPTABLE_CREDENTIAL for iterations outside 4096-16384 or empty keys.",
 )
 
+# ------------------------------------------------------------------------------ InitProducerId
+#: InitProducerId's ``producer_id`` and ``producer_epoch`` when the request is refused, and a
+#: record batch's when it comes from no idempotent producer
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+INIT_PRODUCER_ID = Api(
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 0,
+    _s("InitProducerIdRequest",
+       _f("transactional_id", NSTRING,
+          "must be null: transactions are not supported (INVALID_REQUEST otherwise)"),
+       _f("transaction_timeout_ms", INT32, "a transaction's timeout; unused without one")),
+    _s("InitProducerIdResponse",
+       _f("throttle_time_ms", INT32, "always 0: no quota delays this request (Kafka's field)"),
+       ERROR_CODE, ERROR_MESSAGE,
+       _f("producer_id", INT64, "a producer id no other producer of the cluster has had, or -1"),
+       _f("producer_epoch", INT16, "0 for a new producer id, or -1")),
+    "A producer id for an idempotent producer (KIP-98): each call hands out a new one, with "
+    "epoch 0, as Kafka does for a null transactional_id. The producer numbers its batches "
+    "per partition under it, and the leader keeps the last five of each producer, so a "
+    "retried batch already written is answered with its first write's offsets instead of "
+    "being written twice. Ids are unique in the cluster: a broker takes them in blocks of "
+    "1000 from ZooKeeper's `/latest_producer_id_block`, as Kafka's do; a broker without "
+    "ZooKeeper from a counter in its data directory, whose block is on disk before any of "
+    "its ids is handed out. Needs IdempotentWrite on the cluster or Write on any topic "
+    "(KIP-679), else CLUSTER_AUTHORIZATION_FAILED.",
+)
+
 REGISTRY: dict[ApiKey, Api] = {
     api.key: api
     for api in (
@@ -918,7 +946,7 @@ REGISTRY: dict[ApiKey, Api] = {
         OFFSETS_FOR_LEADER_EPOCH, ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
         DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS, SASL_HANDSHAKE, SASL_AUTHENTICATE,
-        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS,
+        DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS, INIT_PRODUCER_ID,
     )
 }
 assert set(REGISTRY) == set(ApiKey), "every ApiKey needs an Api row"

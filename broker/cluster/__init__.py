@@ -10,7 +10,8 @@ handlers read the same with or without ZooKeeper. Two answer it:
   controller what it leads and asking ZooKeeper for topic changes.
 
 Each also says where the ACLs, quotas and SCRAM credentials are kept (the data directory, or
-ZooKeeper), so that the broker's start-up never asks which cluster it is in to find them.
+ZooKeeper), so that the broker's start-up never asks which cluster it is in to find them, and
+hands out the idempotent producers' ids from the same place.
 
 Handlers take and give plain values here (names, counts, ``LiveBroker``, ``PartitionView``,
 ``ShutdownDecision``); shaping them into a response body is the handler's job, so that another
@@ -97,6 +98,12 @@ class Cluster(Protocol):
 
     def credential_store(self) -> CredentialStore:
         """Where the SCRAM credentials are kept."""
+
+    # ---------------------------------------------------------------------- producer ids
+
+    async def new_producer_id(self) -> int:
+        """A producer id no producer of the cluster has had (InitProducerId): from blocks
+        claimed in ZooKeeper, or in the data directory (``broker.cluster.producer_ids``)."""
 
     # ---------------------------------------------------------------- the metadata view
 

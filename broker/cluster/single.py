@@ -1,6 +1,7 @@
 """A cluster of one: the broker without ``zookeeper_connect``. It leads every partition, is its
 own in-sync replica set and its own controller, and makes topic changes in its own data
-directory (``Topics``), answered at once. Its ACLs, quotas and credentials are kept there too.
+directory (``Topics``), answered at once. Its ACLs, quotas and credentials are kept there too,
+and the last block of producer ids it claimed.
 
 It takes none of a controller's requests: they are answered STALE_CONTROLLER_EPOCH, which no
 controller can get past; ControlledShutdown is INVALID_REQUEST (there is no controller to ask).
@@ -14,6 +15,7 @@ from typing import Any
 from broker.cluster import ReplicaStats
 from broker.cluster.controller_model import ShutdownDecision
 from broker.cluster.metadata_cache import LiveBroker, PartitionView
+from broker.cluster.producer_ids import file_producer_ids
 from broker.group_driver import GroupDriver
 from broker.purgatory import FetchPurgatory
 from broker.security.credentials import CredentialStore, FileCredentialStore
@@ -44,6 +46,7 @@ class SingleBroker:
         self._purgatory = purgatory
         self._groups = groups
         self._listener_ports = listener_ports
+        self._producer_ids = file_producer_ids(settings.data_path, broker_id)
 
     # ------------------------------------------------------- leadership and replication
 
@@ -102,6 +105,12 @@ class SingleBroker:
     def credential_store(self) -> CredentialStore:
         """In its own data directory."""
         return FileCredentialStore(self._settings.data_path)
+
+    # ---------------------------------------------------------------------- producer ids
+
+    async def new_producer_id(self) -> int:
+        """From blocks claimed in its own data directory."""
+        return await self._producer_ids.next_id()
 
     # ---------------------------------------------------------------- the metadata view
 

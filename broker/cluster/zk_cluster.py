@@ -31,9 +31,11 @@ from broker.cluster.controller_requests import ControllerRequests
 from broker.cluster.damaged import leave_isrs
 from broker.cluster.membership import Membership
 from broker.cluster.metadata_cache import LiveBroker, MetadataCache, PartitionView
+from broker.cluster.producer_ids import zookeeper_producer_ids
 from broker.cluster.replicas import ReplicaManager
 from broker.cluster.topic_admin import ZkTopicAdmin
 from broker.cluster.zk_session import ZooKeeperSession
+from broker.cluster.zookeeper import KazooException
 from broker.group_driver import GroupDriver
 from broker.identity import BrokerIdentity
 from broker.purgatory import FetchPurgatory
@@ -42,6 +44,7 @@ from broker.security.store import SecurityStore
 from broker.topics import Topic, Topics
 from coordinator import OFFSETS_TOPIC
 from protocol.errors import (
+    CoordinatorLoadInProgressError,
     LeaderNotAvailableError,
     NotLeaderForPartitionError,
     OffsetNotAvailableError,
@@ -73,6 +76,7 @@ class ZooKeeperCluster:
             broker_epoch=lambda: self._membership.broker_epoch)
         self._produces_waiting = 0  # acks=all produces waiting for their ISR
         self._damaged = topics.logs.damaged  # logs that opening found damaged and cut
+        self._producer_ids = zookeeper_producer_ids(self.zoo, identity.broker_id)
 
     # ========================================================================= life cycle
 
@@ -203,6 +207,19 @@ class ZooKeeperCluster:
 
     def credential_store(self) -> CredentialStore:
         return self._session.credential_store()
+
+    # ==================================================================== producer ids
+
+    async def new_producer_id(self) -> int:
+        """From blocks claimed in ``/latest_producer_id_block``, shared with every broker.
+        Without ZooKeeper no block can be claimed: COORDINATOR_LOAD_IN_PROGRESS, which a
+        producer retries (Kafka's answer while a broker waits for its next block)."""
+        try:
+            return await self._producer_ids.next_id()
+        except KazooException as exc:
+            raise CoordinatorLoadInProgressError(
+                "no producer id can be handed out: claiming a block in ZooKeeper failed "
+                f"({type(exc).__name__}); try again") from exc
 
     # ==================================================================== metadata view
 

@@ -21,6 +21,9 @@ tell a format it does not know. Paths are relative to the chroot given in ``zook
     /config/changes/config_change_<seq>            {"version":1,"topics":[..]} (configs changed)
     /isr_change_notification/isr_change_<seq>      {"version":1,"partitions":[{"topic":..,
                                                     "partition":..}]}
+    /latest_producer_id_block                      {"version":1,"broker":1,"block_start":"1000",
+                                                    "block_end":"1999"} (the last block of
+                                                    producer ids a broker took, Kafka's node)
 
 ACLs and client quotas (``/kafka-acl...``, ``/config/users``, ``/config/clients``) are laid out
 in ``broker.security.zk_store``.
@@ -53,6 +56,9 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 #: leaders drop a sequential node here after changing an ISR; the controller picks them up
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+
+#: the last block of producer ids taken (InitProducerId): the next block follows it
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 #: every persistent node a cluster needs before brokers use it
 PERSISTENT_PATHS = ("/cluster", BROKER_IDS, TOPICS, DELETE_TOPICS, TOPIC_CONFIGS, ISR_CHANGES,
@@ -299,3 +305,23 @@ def decode_reassignments(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
                 for e in doc["partitions"]}
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkFormatError(f"{REASSIGN_PARTITIONS}: {type(exc).__name__}: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- producer ids
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    """Kafka's ``ProducerIdBlockZNode`` JSON, its keys in Kafka's order and the ids as
+    strings (a 64-bit id does not survive every JSON reader as a number)."""
+    return json.dumps({"version": 1, "broker": broker_id, "block_start": str(first),
+                       "block_end": str(last)}, separators=(",", ":")).encode("utf-8")
+
+
+def decode_producer_id_block(data: bytes, path: str = LATEST_PRODUCER_ID_BLOCK
+                             ) -> tuple[int, int, int]:
+    """(broker id, first id, last id) of a block written by ``encode_producer_id_block`` or
+    by a Kafka broker; ``path`` names where it was read in the error."""
+    doc = _load(path, data)
+    try:
+        return int(doc["broker"]), int(doc["block_start"]), int(doc["block_end"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkFormatError(f"{path}: {type(exc).__name__}: {exc}") from None

@@ -20,6 +20,7 @@ from broker.handlers import (
     list_offsets,
     metadata,
     produce,
+    producer_ids,
     quotas,
     records,
     security,
@@ -62,6 +63,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
+    ApiKey.INIT_PRODUCER_ID: producer_ids.init_producer_id,
     **dict.fromkeys(GroupCoordinator.HANDLED_APIS, groups.coordinated),
 }
 assert set(HANDLERS) == set(ApiKey), "every API needs a handler"

@@ -22,12 +22,16 @@ from protocol.acls import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    PatternType,
     ResourceType,
 )
 
 _DESCRIBE_IMPLIED_BY = {AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
                         AclOperation.ALTER, AclOperation.DESCRIBE}
 _DESCRIBE_CONFIGS_IMPLIED_BY = {AclOperation.ALTER_CONFIGS, AclOperation.DESCRIBE_CONFIGS}
+#: a resource name for "one that no ACL names": only ``*`` ACLs (and prefixes it starts with,
+#: which none does) apply to it, as Kafka's authorizeByResourceType asks of a made-up name
+_NAMED_BY_NO_ACL = "\x00"
 
 
 def _allow_operations(operation: AclOperation) -> set[AclOperation]:
@@ -70,11 +74,49 @@ class AclAuthorizer:
                     if acl.applies_to(resource_type, name)]
         if not applying:
             return self.allow_everyone_if_no_acl_found
-        mine = [acl for acl in applying if acl.principal in (principal, WILDCARD_PRINCIPAL)
-                and acl.host in (host, WILDCARD)]
-        if any(acl.permission == AclPermissionType.DENY
-               and acl.operation in (operation, AclOperation.ALL) for acl in mine):
+        mine = self._mine(applying, principal, host)
+        if any(self._denies(acl, operation) for acl in mine):
             return False
-        allowing = _allow_operations(operation)
-        return any(acl.permission == AclPermissionType.ALLOW and acl.operation in allowing
-                   for acl in mine)
+        return any(self._allows(acl, operation) for acl in mine)
+
+    def authorize_any(self, principal: str, host: str, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` on at least one resource of the type
+        (Kafka's authorizeByResourceType, KIP-679): on one that no ACL names, or on one an
+        Allow names -- literally, or by a prefix -- that no Deny covers (a Deny of ``*``
+        covers all, a prefixed Deny every name it starts)."""
+        if self.authorize(principal, host, operation, resource_type, _NAMED_BY_NO_ACL):
+            return True
+        mine = self._mine(self._acls.get(resource_type, ()), principal, host)
+        denied = [acl for acl in mine if self._denies(acl, operation)]
+        if any(acl.resource_name == WILDCARD and acl.pattern_type == PatternType.LITERAL
+               for acl in denied):
+            return False
+        denied_names = {acl.resource_name for acl in denied
+                        if acl.pattern_type == PatternType.LITERAL}
+        denied_prefixes = [acl.resource_name for acl in denied
+                           if acl.pattern_type == PatternType.PREFIXED]
+        for acl in mine:
+            if not self._allows(acl, operation):
+                continue
+            name = acl.resource_name
+            if any(name.startswith(prefix) for prefix in denied_prefixes):
+                continue
+            if acl.pattern_type == PatternType.PREFIXED or name not in denied_names:
+                return True
+        return False
+
+    @staticmethod
+    def _mine(acls: Iterable[AclBinding], principal: str, host: str) -> list[AclBinding]:
+        return [acl for acl in acls if acl.principal in (principal, WILDCARD_PRINCIPAL)
+                and acl.host in (host, WILDCARD)]
+
+    @staticmethod
+    def _denies(acl: AclBinding, operation: AclOperation) -> bool:
+        return (acl.permission == AclPermissionType.DENY
+                and acl.operation in (operation, AclOperation.ALL))
+
+    @staticmethod
+    def _allows(acl: AclBinding, operation: AclOperation) -> bool:
+        return (acl.permission == AclPermissionType.ALLOW
+                and acl.operation in _allow_operations(operation))

@@ -67,6 +67,18 @@ class SecurityPolicy:
                       resource=f"{resource_type.title}:{name}")
         return ok
 
+    def allowed_on_any(self, api: ApiKey, resource_type: ResourceType,
+                       operation: AclOperation | None = None) -> bool:
+        """Whether the current principal may do what ``api`` needs on at least one resource
+        of ``resource_type`` (KIP-679's check by resource type); always, without an
+        authorizer."""
+        if self.authorizer is None:
+            return True
+        operation = operation_for(api, resource_type, operation)
+        connection = current_connection()
+        return self.authorizer.authorize_any(connection.principal, connection.host, operation,
+                                             resource_type)
+
     def require_cluster(self, api: ApiKey, what: str | None = None) -> None:
         """ClusterAuthorizationFailedError unless the current principal may do what ``api``
         needs on the cluster; the message names the operation and the principal (a broker

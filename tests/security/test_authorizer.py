@@ -147,3 +147,47 @@ def test_bindings_round_trip_the_wire() -> None:
     assert AclBinding.from_wire(binding.to_wire()) == binding
     f = AclBindingFilter(resource_type=TOPIC, principal="User:x", operation=Op.READ)
     assert AclBindingFilter.from_wire(f.to_wire()) == f
+
+
+# --------------------------------------------------- authorize_any: on any resource (KIP-679)
+
+def test_any_topic_is_allowed_by_one_allow_the_denies_do_not_cover() -> None:
+    write = authorizer(acl("User:alice", Op.WRITE, "orders"))
+    assert write.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    assert not write.authorize_any("User:bob", "h", Op.WRITE, TOPIC)
+    assert not write.authorize_any("User:alice", "h", Op.WRITE, GROUP)
+    # Read on a topic is not Write on one; All is
+    assert not authorizer(acl("User:alice", Op.READ)).authorize_any(
+        "User:alice", "h", Op.WRITE, TOPIC)
+    assert authorizer(acl("User:alice", Op.ALL)).authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    prefixed = authorizer(acl("User:alice", Op.WRITE, "orders-", pattern=PatternType.PREFIXED))
+    assert prefixed.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+
+
+def test_any_topic_is_refused_when_denies_cover_every_allow() -> None:
+    literal = authorizer(acl("User:alice", Op.WRITE, "orders"),
+                         acl("User:alice", Op.WRITE, "orders", permission=DENY))
+    assert not literal.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    by_prefix = authorizer(acl("User:alice", Op.WRITE, "orders-eu"),
+                           acl("User:alice", Op.WRITE, "orders-eu-", pattern=PatternType.PREFIXED),
+                           acl("User:*", Op.ALL, "orders", pattern=PatternType.PREFIXED,
+                               permission=DENY))
+    assert not by_prefix.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    everything = authorizer(acl("User:alice", Op.WRITE, "orders"),
+                            acl("User:alice", Op.WRITE, "*", permission=DENY))
+    assert not everything.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    # a Deny on another topic leaves the allowed one
+    other = authorizer(acl("User:alice", Op.WRITE, "orders"),
+                       acl("User:alice", Op.WRITE, "payments", permission=DENY))
+    assert other.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+
+
+def test_any_topic_for_super_users_and_where_no_acl_is_found() -> None:
+    assert authorizer(super_users=["User:admin"]).authorize_any("User:admin", "h", Op.WRITE,
+                                                                TOPIC)
+    assert not authorizer().authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    # ACLs on named topics only: a topic no ACL names is allowed to everyone
+    named = authorizer(acl("User:bob", Op.READ), allow_everyone_if_no_acl_found=True)
+    assert named.authorize_any("User:alice", "h", Op.WRITE, TOPIC)
+    wildcard = authorizer(acl("User:bob", Op.READ, "*"), allow_everyone_if_no_acl_found=True)
+    assert not wildcard.authorize_any("User:alice", "h", Op.WRITE, TOPIC)

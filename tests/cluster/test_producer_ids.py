@@ -1,0 +1,171 @@
+"""Producer ids (``broker.cluster.producer_ids``): blocks of 1000 claimed in a single broker's
+data directory or in ZooKeeper's ``/latest_producer_id_block``, so that no id is handed out
+twice -- not after a restart, not by two brokers claiming at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+from kazoo.client import KazooClient
+
+from broker.cluster import zk_layout as zk
+from broker.cluster.producer_ids import (
+    BLOCK_FILE,
+    BLOCK_SIZE,
+    MAX_PRODUCER_ID,
+    ProducerIdBlock,
+    ProducerIds,
+    ProducerIdsExhaustedError,
+    block_after,
+    claim_zk_block,
+    file_producer_ids,
+    zookeeper_producer_ids,
+)
+from broker.cluster.zookeeper import ZooKeeper
+
+# ------------------------------------------------------------------------- the data directory
+
+
+async def take(ids: ProducerIds, count: int) -> list[int]:
+    return [await ids.next_id() for _ in range(count)]
+
+
+async def test_ids_follow_one_another_across_blocks(tmp_path: Path) -> None:
+    ids = file_producer_ids(tmp_path, 3)
+    assert await take(ids, 2 * BLOCK_SIZE + 1) == list(range(2 * BLOCK_SIZE + 1))
+
+
+async def test_the_block_is_on_disk_before_its_first_id_is_handed_out(tmp_path: Path) -> None:
+    ids = file_producer_ids(tmp_path, 3)
+    assert await ids.next_id() == 0
+    written = json.loads((tmp_path / BLOCK_FILE).read_bytes())
+    assert written == {"version": 1, "broker": 3, "block_start": "0", "block_end": "999"}
+
+
+async def test_a_restart_never_hands_out_an_id_again(tmp_path: Path) -> None:
+    first = await take(file_producer_ids(tmp_path, 0), 5)  # a block barely used, then a stop
+    second = await take(file_producer_ids(tmp_path, 0), BLOCK_SIZE + 5)  # two blocks
+    third = await take(file_producer_ids(tmp_path, 0), 1)
+    assert first == [0, 1, 2, 3, 4]
+    assert second[0] == BLOCK_SIZE and second[-1] == 2 * BLOCK_SIZE + 4
+    assert third == [3 * BLOCK_SIZE]
+    assert len(set(first + second + third)) == len(first + second + third)
+
+
+async def test_a_damaged_block_file_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / BLOCK_FILE).write_bytes(b"not json")
+    with pytest.raises(zk.ZkFormatError, match=BLOCK_FILE):
+        await file_producer_ids(tmp_path, 0).next_id()
+
+
+def test_no_block_is_claimed_past_the_largest_id() -> None:
+    last = ProducerIdBlock(0, MAX_PRODUCER_ID - BLOCK_SIZE + 1, MAX_PRODUCER_ID)
+    with pytest.raises(ProducerIdsExhaustedError):
+        block_after(last, 0)
+    assert block_after(None, 7) == ProducerIdBlock(7, 0, BLOCK_SIZE - 1)
+
+
+# ------------------------------------------------------------------------------- ZooKeeper
+
+def kazoo(connect: str) -> KazooClient:
+    client = KazooClient(hosts=connect, timeout=10)
+    client.start(timeout=10)
+    return client
+
+
+def close(*clients: KazooClient) -> None:
+    for client in clients:
+        client.stop()
+        client.close()
+
+
+def chrooted(zk_connect: str, *paths: str) -> KazooClient:
+    """A session on the test's chroot, made first with ``paths`` in it (empty nodes)."""
+    hosts, _, chroot = zk_connect.partition("/")
+    root = kazoo(hosts)
+    try:
+        root.ensure_path("/" + chroot)
+        for path in paths:
+            root.ensure_path("/" + chroot + path)
+    finally:
+        close(root)
+    return kazoo(zk_connect)
+
+
+@pytest.mark.cluster
+def test_the_znode_holds_kafkas_json(zk_connect: str) -> None:
+    client = chrooted(zk_connect)
+    try:
+        assert claim_zk_block(client, 1) == ProducerIdBlock(1, 0, 999)
+        assert claim_zk_block(client, 2) == ProducerIdBlock(2, 1000, 1999)
+        data, _ = client.get(zk.LATEST_PRODUCER_ID_BLOCK)
+        assert data == b'{"version":1,"broker":2,"block_start":"1000","block_end":"1999"}'
+    finally:
+        close(client)
+
+
+@pytest.mark.cluster
+def test_an_empty_node_as_kafka_creates_it_starts_at_zero(zk_connect: str) -> None:
+    client = chrooted(zk_connect, zk.LATEST_PRODUCER_ID_BLOCK)
+    try:
+        assert client.get(zk.LATEST_PRODUCER_ID_BLOCK)[0] == b""
+        assert claim_zk_block(client, 4) == ProducerIdBlock(4, 0, 999)
+    finally:
+        close(client)
+
+
+@pytest.mark.cluster
+def test_brokers_claiming_at_once_never_get_the_same_block(zk_connect: str) -> None:
+    """Threads with sessions of their own claim blocks as fast as they can: every claim wins
+    a block of its own (the conditional write makes the losers read again)."""
+    clients = [chrooted(zk_connect) for _ in range(4)]
+    claimed: list[list[ProducerIdBlock]] = [[] for _ in clients]
+    start = threading.Barrier(len(clients))
+
+    def claim(n: int) -> None:
+        start.wait(timeout=30)
+        for _ in range(25):
+            claimed[n].append(claim_zk_block(clients[n], n))
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(len(clients))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads)
+    finally:
+        close(*clients)
+    blocks = sorted((b for mine in claimed for b in mine), key=lambda b: b.first)
+    assert [b.first for b in blocks] == [n * BLOCK_SIZE for n in range(100)]
+    assert all(b.last == b.first + BLOCK_SIZE - 1 for b in blocks)
+    assert all(b.broker_id == n for n, mine in enumerate(claimed) for b in mine)
+
+
+@pytest.mark.cluster
+async def test_two_brokers_handing_out_ids_at_once_never_share_one(zk_connect: str) -> None:
+    zoos = [ZooKeeper(zk_connect, session_timeout_ms=10000, connection_timeout_ms=10000)
+            for _ in range(2)]
+    for zoo in zoos:
+        await zoo.start()
+    handed: list[list[int]] = [[], []]
+    try:
+        async def hand_out(n: int) -> None:
+            ids = zookeeper_producer_ids(zoos[n], n)
+            for _ in range(2 * BLOCK_SIZE + 10):
+                handed[n].append(await ids.next_id())
+
+        async with trio.open_nursery() as nursery:
+            for n in range(2):
+                nursery.start_soon(hand_out, n)
+    finally:
+        for zoo in zoos:
+            await zoo.stop()
+    every = handed[0] + handed[1]
+    assert len(set(every)) == len(every) == 2 * (2 * BLOCK_SIZE + 10)
+    # each took three whole blocks, so six blocks went, 0..5999
+    assert max(every) < 6 * BLOCK_SIZE
