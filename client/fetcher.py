@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, cast
 
 from client.errors import CorruptRecordError, RecordTooLargeError, partition_error
+from client.fetched_records import decode_chunk
 from client.future import Future
 from client.message_sets import FetchedSet, cut_from
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker
@@ -45,14 +46,20 @@ from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
     ErrorCode,
-    MessageFormatError,
     OffsetOutOfRangeError,
+    UnsupportedVersionError,
 )
-from protocol.messageset import LOG_OVERHEAD, decode_as
+from protocol.messageset import LOG_OVERHEAD
 
 log = logging.getLogger("odradek.consumer")
-#: Fetch v2: the response says how long the broker held it back for the fetch quota
-FETCH_VERSION = 2
+#: the Fetch versions this consumer speaks: from v2 the response says how long the broker held
+#: it back for the fetch quota; from v4 it carries record batches (magic 2) as stored, headers
+#: and all, where below v4 the broker converts them to magic 1. The highest the leader speaks is
+#: used (client/api_versions.py).
+FETCH_VERSIONS = (2, 4)
+#: a mirror's stored message sets (``message_sets``) are cut by the v0/v1 scan
+#: (client.message_sets), so it reads below v4: record batches come converted to magic 1
+MESSAGE_SET_FETCH_VERSIONS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,7 @@ class Fetcher:
         self._set_ends: dict[TopicPartition, int] = {}
         self._backoff = config.retry_backoff_ms / 1000
         self.message_sets = config.message_sets
+        self._versions = MESSAGE_SET_FETCH_VERSIONS if config.message_sets else FETCH_VERSIONS
         self.throttle_stats = ThrottleStats()
 
     # --------------------------------------------------------------------------- records
@@ -172,18 +180,26 @@ class Fetcher:
             assert position is not None
             by_node.setdefault(leader, {})[tp] = position
         for node, requested in by_node.items():
-            self._send_fetch(node, requested)
+            try:
+                version = self._network.api_version(node, ApiKey.FETCH, *self._versions)
+            except UnsupportedVersionError as exc:
+                self._errors.append(exc)
+                self._node_retry_at[node] = now + self._backoff
+                continue
+            if version is not None:  # else the leader is asked what it speaks first
+                self._send_fetch(node, requested, version)
 
-    def _send_fetch(self, node: int, requested: dict[TopicPartition, int]) -> None:
+    def _send_fetch(self, node: int, requested: dict[TopicPartition, int], version: int) -> None:
         config = self._config
         topics: dict[str, list[dict[str, int]]] = {}
         largest = 0
         for tp, offset in requested.items():
             size = self._fetch_bytes.get(tp, config.partition_bytes)
             largest = max(largest, size)
-            topics.setdefault(tp.topic, []).append(
-                {"partition": tp.partition, "fetch_offset": offset, "max_bytes": size}
-            )
+            partition = {"partition": tp.partition, "fetch_offset": offset, "max_bytes": size}
+            if version >= 3:
+                partition["log_start_offset"] = -1  # a follower's field
+            topics.setdefault(tp.topic, []).append(partition)
         body = {
             "replica_id": -1,
             "max_wait_ms": config.max_wait_ms,
@@ -193,7 +209,7 @@ class Fetcher:
         }
         self._fetching_nodes.add(node)
         timeout = self._network.request_timeout + config.max_wait_ms / 1000
-        future = self._network.send(node, ApiKey.FETCH, body, api_version=FETCH_VERSION,
+        future = self._network.send(node, ApiKey.FETCH, body, api_version=version,
                                     timeout=timeout)
         future.add_done_callback(partial(self._on_fetch, node, requested))
 
@@ -256,7 +272,8 @@ class Fetcher:
         if self._config.message_sets:
             self._handle_set(tp, offset, data)
             return
-        records, whole, damage = _decode_before_damage(tp, data, self._config.check_crcs)
+        records, whole, next_offset, damage = decode_chunk(
+            tp, data, offset, verify_crc=self._config.check_crcs)
         error = None
         if damage is not None:
             if damage.offset is None:  # nowhere to seek past (the codec always says, though)
@@ -268,9 +285,6 @@ class Fetcher:
             self._grow_fetch(tp, offset, data)
             return
         self._fetch_bytes.pop(tp, None)
-        next_offset = max(offset, records[-1].offset + 1) if records else offset
-        if records and records[0].offset < offset:
-            records = [r for r in records if r.offset >= offset]
         self._buffered.append(_Buffered(tp, records, offset, next_offset, error=error))
 
     def _handle_set(self, tp: TopicPartition, offset: int, data: bytes) -> None:
@@ -354,24 +368,3 @@ class Fetcher:
                     self._errors.append(answer)
                 continue
             self._positions.seek(tp, answer.offset)
-
-
-def _decode_before_damage(
-    tp: TopicPartition, data: bytes, verify_crc: bool
-) -> tuple[list[ConsumerRecord], int, MessageFormatError | None]:
-    """The records in ``data``, how many bytes were whole, and the first damaged entry's
-    error if there is one -- then the records are those before it. An error names the entry
-    it met, not always the first bad one (wrappers are opened after every entry is read), so
-    the bytes before it are decoded again until they are clean."""
-    damage = None
-    clean = data
-    prefix = (tp.topic, tp.partition)
-    while True:
-        try:
-            records, whole = decode_as(ConsumerRecord, prefix, clean, verify_crc=verify_crc)
-        except MessageFormatError as exc:
-            # the damaged entry's start, earlier each time
-            damage, clean = exc, clean[: min(exc.position, len(clean) - 1)]
-            continue
-        return records, whole, damage
-

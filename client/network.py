@@ -44,8 +44,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import Any
 
+from client.api_versions import VersionTable, negotiate, read_api_versions
 from client.connection import BrokerConnection
 from client.errors import (
     AuthenticationError,
@@ -209,6 +211,9 @@ class NetworkClient:
         self._received = bytearray(_RECV_BYTES)
         self._received_view = memoryview(self._received)
         self._nodes: dict[int, NodeConnection] = {}
+        #: what each connected node said it speaks (ApiVersions), asked once per connection
+        self._api_versions: dict[int, VersionTable] = {}
+        self._asking_versions: set[int] = set()
         self._dedicated: set[int] = set()  # connections of their own, never least loaded
         #: told the node id of every connection that closes or fails, after its requests fail
         self.closed_listeners: list[Callable[[int], None]] = []
@@ -267,6 +272,27 @@ class NetworkClient:
             )
 
         return min(shared, key=rank).node_id
+
+    # ----------------------------------------------------------------------------- versions
+
+    def api_version(self, node_id: int, api: ApiKey, lowest: int, highest: int) -> int | None:
+        """The version of ``api`` to speak with ``node_id``: the highest in both this client's
+        ``lowest..highest`` and the broker's range (client/api_versions.py). None while the
+        broker has not said: it is asked then, and the caller tries again after a ``poll``.
+        Raises UnsupportedVersionError when the two ranges do not meet."""
+        table = self._api_versions.get(node_id)
+        if table is None:
+            if node_id not in self._asking_versions and node_id in self._nodes:
+                self._asking_versions.add(node_id)
+                future = self.send(node_id, ApiKey.API_VERSIONS, {})
+                future.add_done_callback(partial(self._on_api_versions, node_id))
+            return None
+        return negotiate(table, api, lowest, highest, self._nodes[node_id].address)
+
+    def _on_api_versions(self, node_id: int, future: Future[dict[str, Any]]) -> None:
+        self._asking_versions.discard(node_id)
+        if future.exception() is None and node_id in self._nodes:
+            self._api_versions[node_id] = read_api_versions(future.value)
 
     # ----------------------------------------------------------------------------- requests
 
@@ -621,6 +647,7 @@ class NetworkClient:
         connection that ends before it was answered counts toward the reconnect backoff; an
         error retrying cannot help is kept for the next ``poll`` to raise."""
         was_open = node.sock is not None
+        self._api_versions.pop(node.node_id, None)  # the next connection is asked again
         if node.sock is not None:
             with contextlib.suppress(KeyError):  # a failed connect_ex never registered it
                 self._selector.unregister(node.sock)

@@ -2,11 +2,15 @@
 real broker will not produce on demand (a NOT_LEADER answer, a dropped connection, a chunk cut
 mid-message). It runs a selectors loop in a thread of the test process on 127.0.0.1.
 
-Logs are bytearrays of stored entries; Produce assigns offsets the way a broker does (rewriting
-each entry's offset field), Fetch returns stored bytes from the entry holding the offset, cut at
-the partition's max_bytes. ``faults`` is a list of callables consulted before each request; one
-may return a response body (sent instead of the real answer), ``DROP`` (close the connection),
-``SILENT`` (never answer), or None (no opinion).
+Logs are bytearrays of stored entries (v0/v1 message sets and v2 record batches); Produce assigns
+offsets the way a broker does (rewriting each entry's offset field, or a batch's base offset);
+ApiVersions answers the protocol's table with the ranges in ``api_versions`` in its place: by
+default a broker of message format v1 (``V1_BROKER``: Produce v0..v1, Fetch v0..v3), for tests
+that read what a producer stored as message sets; ``{}`` for one of today's. Fetch returns
+stored bytes from the entry holding the offset, cut at the partition's max_bytes. ``faults`` is
+a list of callables consulted before each request; one may return a response body (sent instead
+of the real answer), ``DROP`` (close the connection), ``SILENT`` (never answer), or None (no
+opinion).
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.apis import ApiKey
+from protocol.apis import REGISTRY, ApiKey
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.messageset import count_messages, read_entries, set_offset
+from protocol.record_batch import MAGIC, decode_batches, peek_magic, set_base_offset
 from protocol.wire import Request, decode_request, encode_response
 
+#: the API ranges of a broker from before record batches (message format v2)
+V1_BROKER: dict[ApiKey, tuple[int, int]] = {ApiKey.PRODUCE: (0, 1), ApiKey.FETCH: (0, 3)}
 DROP = object()
 SILENT = object()
 Fault = Callable[[Request], Any]
@@ -37,6 +44,8 @@ class PartitionLog:
     next_offset: int = 0
 
     def append(self, records: bytes) -> int:
+        if peek_magic(records) == MAGIC:
+            return self._append_batch(records)
         entries, whole = read_entries(records)
         if whole != len(records) or not entries:
             raise ProtocolError("partial or empty message set")
@@ -48,6 +57,20 @@ class PartitionLog:
             self.entries.append((self.next_offset, self.next_offset + n - 1,
                                  len(self.data) + e.position))
             self.next_offset += n
+        self.data += buf
+        return base
+
+    def _append_batch(self, records: bytes) -> int:
+        """One record batch (Produce v2), checked as a broker checks it, its base offset set."""
+        batches = list(decode_batches(records))
+        if len(batches) != 1 or batches[0].header.size != len(records):
+            raise ProtocolError("a produced record batch must be one whole batch")
+        base = self.next_offset
+        buf = bytearray(records)
+        set_base_offset(buf, base)
+        last = base + batches[0].header.last_offset_delta
+        self.entries.append((base, last, len(self.data)))
+        self.next_offset = last + 1
         self.data += buf
         return base
 
@@ -75,6 +98,8 @@ class FakeBroker:
         }
         self.partition_counts = dict(topics)
         self.faults: list[Fault] = []
+        # ranges unlike the protocol's, answered to ApiVersions
+        self.api_versions: dict[ApiKey, tuple[int, int]] = dict(V1_BROKER)
         self.requests: list[Request] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
@@ -149,6 +174,12 @@ class FakeBroker:
     def _handle(self, request: Request) -> dict[str, Any] | None:
         body = request.body
         key = ApiKey(request.header.api_key)
+        if key is ApiKey.API_VERSIONS:
+            ranges = {api.key: (api.min_version, api.max_version) for api in REGISTRY.values()}
+            ranges.update(self.api_versions)
+            return {"error_code": 0, "apis": [
+                {"api_key": int(k), "name": REGISTRY[k].name, "min_version": low,
+                 "max_version": high} for k, (low, high) in ranges.items()]}
         if key is ApiKey.METADATA:
             return self.metadata(body["topics"])
         if key is ApiKey.PRODUCE:
