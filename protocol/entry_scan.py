@@ -25,8 +25,9 @@ from itertools import islice, repeat
 from operator import itemgetter, lt
 from typing import NamedTuple
 
-from protocol import speedups
+from protocol import record_batch, speedups
 from protocol.compression import Codec
+from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import CODEC_MASK, HEADER_V1, LOG_OVERHEAD, MIN_SIZE, crc32
 
 # offset, size, crc, magic, attributes, timestamp, key length, and the value length where it
@@ -285,6 +286,8 @@ def _check_one(
     end = pos + LOG_OVERHEAD + size
     if end > n:
         return None
+    if data[pos + _CRC_START] == record_batch.MAGIC:
+        return _check_batch(data, pos, end, verify_crc, last)
     crc, magic, attributes = _CRC_MAGIC_ATTR.unpack_from(data, pos + 12)
     if verify_crc and (computed := crc32(memoryview(data)[pos + _CRC_START : end])) != crc:
         return _Invalid(f"CRC mismatch: stored {crc:#010x}, computed {computed:#010x}", True)
@@ -312,6 +315,30 @@ def _check_one(
     if last is not None and offset <= last:
         return _Invalid(f"offset {offset} does not follow offset {last}", False)
     return offset, end - pos, magic, attributes, timestamp, klen
+
+
+def _check_batch(
+    data: bytes | bytearray, pos: int, end: int, verify_crc: bool, last: int | None
+) -> tuple[int, int, int, int, int, int] | _Invalid:
+    """The record batch (magic 2) at ``pos``, whole in ``data``, as ``_check_one`` gives an
+    entry: its last offset, size, magic, attributes, max timestamp and key length -1 (a batch
+    has no key of its own, as a compressed wrapper has none). Its base offset must follow
+    ``last``."""
+    if end - pos < record_batch.HEADER_BYTES:
+        length = end - pos - LOG_OVERHEAD
+        return _Invalid(f"batchLength {length} is below the minimum "
+                        f"{record_batch.MIN_BATCH_LENGTH}", False)
+    try:
+        header = record_batch.check_batch(data, pos, verify_crc=verify_crc)
+        assert header is not None  # the batch's length is the entry's: it is whole
+    except MessageFormatError as exc:
+        return _Invalid(exc.reason, isinstance(exc, CorruptMessageError))
+    if last is not None and header.base_offset <= last:
+        return _Invalid(f"offset {header.base_offset} does not follow offset {last}", False)
+    return (
+        header.last_offset, header.size, record_batch.MAGIC, header.attributes,
+        header.max_timestamp, -1,
+    )
 
 
 def entry_size_at(data: bytes | bytearray | memoryview, position: int) -> int | None:

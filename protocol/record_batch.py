@@ -436,6 +436,20 @@ def check_crc(buf: bytes | bytearray | memoryview, header: BatchHeader, pos: int
         )
 
 
+def check_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
+) -> BatchHeader | None:
+    """The header of the batch at ``pos`` with everything but its records checked, the CRC
+    first (damage is reported as such); None when the batch is not whole in ``buf``."""
+    header = _frame_at(buf, pos, 0)
+    if header is None or pos + header.size > len(buf):
+        return None
+    if verify_crc:
+        check_crc(buf, header, pos)
+    _check_fields(header)
+    return header
+
+
 def scan_batches(
     buf: bytes | bytearray | memoryview, *, verify_crc: bool = True, base_position: int = 0
 ) -> tuple[list[BatchHeader], int]:
@@ -735,6 +749,11 @@ def with_log_append_time(batch: bytes | bytearray, timestamp: int, pos: int = 0)
     out = bytearray(batch)
     set_log_append_time(out, timestamp, pos)
     return bytes(out)
+
+
+def read_base_offset(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    offset: int = _INT64.unpack_from(buf, pos + BASE_OFFSET_AT)[0]
+    return offset
 
 
 def set_base_offset(buf: bytearray, base_offset: int, pos: int = 0) -> None:

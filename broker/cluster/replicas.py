@@ -61,8 +61,10 @@ FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
 FETCH_BACKOFF = 0.2
+#: Fetch v4: record batches (magic 2) come as stored, not converted
+FETCH_VERSION = 4
 #: Fetch v3: each partition carries the follower's log start offset (the low watermark)
-FETCH_VERSION = 3
+FETCH_VERSION_WITH_LOG_START = 3
 #: what a follower falls back to for a leader of an older release (see ``_lowered_for``)
 FETCH_VERSION_BEFORE_LOG_START = 1
 UNKNOWN_OFFSET = -1
@@ -546,7 +548,8 @@ class ReplicaFetcher:
         for r in wanted:
             partition = {"partition": r.tp[1], "fetch_offset": r.plog.log_end_offset,
                          "max_bytes": PARTITION_MAX_BYTES}
-            if self._version >= FETCH_VERSION:  # the leader's low watermark counts ours
+            if self._version >= FETCH_VERSION_WITH_LOG_START:  # the leader's low watermark
+                # counts ours
                 partition["log_start_offset"] = r.plog.log_start_offset
             by_topic.setdefault(r.tp[0], []).append(partition)
         body = {

@@ -19,6 +19,7 @@ from broker.log.errors import (
     MessageSetLargerThanSegmentError,
     MessageSetTooLargeError,
     OffsetsOutOfOrderError,
+    ProducerSequenceError,
     UnexpectedAppendOffsetError,
 )
 from broker.log.leader_epochs import (
@@ -53,6 +54,7 @@ __all__ = [
     "MessageSetTooLargeError",
     "OffsetsOutOfOrderError",
     "PartitionLog",
+    "ProducerSequenceError",
     "ReadResult",
     "UnexpectedAppendOffsetError",
 ]

@@ -106,6 +106,12 @@ SETTINGS: tuple[Setting, ...] = (
         "log.message.timestamp.type",
         "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker's.",
     ),
+    Setting(
+        "producer_id_expiration_ms",
+        "",  # broker-level in Kafka (3.4+); a topic may still set it by ours
+        "producer.id.expiration.ms",
+        "Forget an idempotent producer's sequences once it has written nothing this long.",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {}
@@ -134,6 +140,7 @@ class LogConfig:
     cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"
+    producer_id_expiration_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         _check_range("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES)
@@ -146,6 +153,7 @@ class LogConfig:
         _check_range("delete_retention_ms", self.delete_retention_ms, 0)
         _check_range("max_message_bytes", self.max_message_bytes, 0)
         _check_range("cleaner_dedupe_buffer_bytes", self.cleaner_dedupe_buffer_bytes, 1)
+        _check_range("producer_id_expiration_ms", self.producer_id_expiration_ms, 1)
         ratio = self.min_cleanable_dirty_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
             raise ValueError(f"min_cleanable_dirty_ratio must be within [0, 1], got {ratio!r}")

@@ -61,6 +61,16 @@ class ProducerTimestampTypeError(LogError, ValueError):
     code = ErrorCode.INVALID_TIMESTAMP
 
 
+class ProducerSequenceError(LogError):
+    """An idempotent producer's batch that its partition's producer state refuses (a sequence
+    gap, an older epoch, a producer not known); nothing was written. ``code`` is
+    OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH or UNKNOWN_PRODUCER_ID."""
+
+    def __init__(self, code: ErrorCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
 class MessageSetTooLargeError(LogError):
     """A produced message set is larger than ``max_message_bytes``; nothing was written."""
 

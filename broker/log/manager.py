@@ -185,7 +185,8 @@ class LogManager:
         return sorted(self._logs)
 
     def run_maintenance(self, now: float | None = None) -> MaintenanceResult:
-        """One pass over every log: flush by ``flush_ms``, retention, compaction."""
+        """One pass over every log: flush by ``flush_ms``, retention, compaction, and
+        forgetting idle idempotent producers (``producer_id_expiration_ms``)."""
         now = self._clock() if now is None else now
         flushed = deleted = compacted = 0
         with self._lock:
@@ -195,6 +196,7 @@ class LogManager:
                 flushed += plog.maybe_flush(now)
                 deleted += plog.enforce_retention(now)
                 compacted += plog.compact(now)
+                plog.expire_producers(now)
             except LogClosedError:
                 continue  # deleted while the pass ran
             except Exception:  # one failing partition must not stop the others' upkeep

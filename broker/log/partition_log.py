@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import structlog
 
-from broker.log import compaction, layout, v0_wrappers
+from broker.log import compaction, layout, producer_state, v0_wrappers
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptMessageSetError,
@@ -41,15 +41,18 @@ from broker.log.errors import (
     MessageSetLargerThanSegmentError,
     MessageSetTooLargeError,
     OffsetsOutOfOrderError,
+    ProducerSequenceError,
     UnexpectedAppendOffsetError,
 )
 from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.leader_epochs import LeaderEpochCache
+from broker.log.producer_state import Duplicate, ProducerStates, Reject
 from broker.log.segment import Segment, SegmentFile
 from broker.log.segment_list import SegmentList
 from broker.log.validation import largest_entry_bytes, prepare_append
+from protocol import record_batch
 from protocol.entry_scan import Scan, scan_entries
-from protocol.errors import MessageFormatError
+from protocol.errors import ErrorCode, MessageFormatError
 from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
 
 log = structlog.get_logger(__name__)
@@ -118,6 +121,7 @@ class PartitionLog:
         high_watermark: int | None = None,
         log_start_offset: int | None = None,
         on_flush: Callable[[float], None] | None = None,
+        producers: ProducerStates | None = None,
     ) -> None:
         self._directory = directory
         # The log start: the first segment's base offset, or above it once DeleteRecords moved
@@ -142,6 +146,8 @@ class PartitionLog:
             directory / layout.LEADER_EPOCH_CHECKPOINT
         )
         self._replicated = replicated
+        # the idempotent producers' sequences (KIP-98), as of the log end
+        self._producers = producers or ProducerStates(end_offset=segments.log_end_offset)
         #: what opening dropped from a damaged log (None: nothing)
         self.recovery_loss: RecoveryLoss | None = None
         self._high_watermark: int | None = None
@@ -231,6 +237,8 @@ class PartitionLog:
         if clean:
             marker.unlink()
         layout.fsync_dir(directory)
+        end = segments[-1].next_offset
+        producers, replay_from = ProducerStates.load(directory, log_start=log_start, log_end=end)
         opened = cls(
             directory,
             config,
@@ -242,8 +250,11 @@ class PartitionLog:
             high_watermark=high_watermark,
             log_start_offset=log_start,
             on_flush=on_flush,
+            producers=producers,
         )
         opened.recovery_loss = loss
+        opened._replay_producers(replay_from)
+        producers.expire(int(clock() * 1000), config.producer_id_expiration_ms)
         return opened
 
     # ---------------------------------------------------------------------------------------
@@ -350,12 +361,32 @@ class PartitionLog:
                 next_offset=active.next_offset,
                 keys_required=config.compacted,
                 log_append_time=append_time,
+                leader_epoch=(
+                    self._leader_epochs.latest_epoch if leader_epoch is None else leader_epoch
+                ),
             )
+            idempotent = [b for b in prepared.batches if b.producer_id >= 0]
+            if idempotent:  # alone in its set (validation): nothing else is written with it
+                checked = self._producers.check(idempotent[0])
+                if isinstance(checked, Duplicate):
+                    original = checked.original
+                    log.info("log.duplicate_batch", directory=str(self._directory),
+                             producer_id=idempotent[0].producer_id,
+                             first_sequence=original.first_sequence,
+                             first_offset=original.first_offset)
+                    return AppendResult(
+                        original.first_offset, original.last_offset,
+                        original.timestamp if append_time is not None else -1,
+                    )
+                if isinstance(checked, Reject):
+                    raise ProducerSequenceError(ErrorCode(checked.error), checked.reason)
             if leader_epoch is not None:
                 self._leader_epochs.assign(leader_epoch, prepared.first_offset)
             if self._should_roll(active, len(prepared.data), prepared.last_offset, now):
                 active = self._roll()
             active.append(prepared.data, prepared.entries, now)
+            for batch in idempotent:
+                self._producers.update(batch)
             flush_due = self._count_unflushed(prepared.last_offset - prepared.first_offset + 1, now)
         if flush_due:
             self.flush()
@@ -428,6 +459,8 @@ class PartitionLog:
             if leader_epoch is not None:
                 self._leader_epochs.assign(leader_epoch, first)
             self._write_fetched(message_set, scan, first, now)
+            if record_batch.MAGIC in scan.magics:
+                self._replay_batches(message_set, scan)
             flush_due = self._count_unflushed(offsets[-1] - first + 1, now)
         if flush_due:
             self.flush()
@@ -493,6 +526,7 @@ class PartitionLog:
         old = segments.active
         old.seal()
         base = old.next_offset if base_offset is None else base_offset
+        self._snapshot_producers(old.next_offset)
         new = Segment.create(self._directory, base, self._config.index_interval_bytes)
         self._unflushed.append(old)
         self._directory_changed = True
@@ -577,9 +611,11 @@ class PartitionLog:
             if segment.max_timestamp < timestamp_ms:
                 continue
             start = segment.time_index.lookup(timestamp_ms)
-            for position, offset, size, _magic, attributes, ts in segment.headers_from(start):
+            for position, offset, size, magic, attributes, ts in segment.headers_from(start):
                 if ts < timestamp_ms:
                     continue
+                if magic == record_batch.MAGIC:
+                    return _batch_offset_for(segment.file.pread(size, position), timestamp_ms)
                 if not attributes & CODEC_MASK:
                     return offset, ts
                 inner = open_wrapper(segment.read_entry(position, size))
@@ -716,6 +752,9 @@ class PartitionLog:
             min(self._cleaner_checkpoint, last.base_offset),
         )
         self._leader_epochs.truncate_from_end(last.next_offset)
+        replay_from = self._producers.truncate_to(
+            last.next_offset, self._directory, log_start=self._start(self._live()))
+        self._replay_producers(replay_from, last.next_offset)
         return last.next_offset
 
     def _start_empty_at(self, offset: int) -> None:
@@ -733,6 +772,7 @@ class PartitionLog:
             )
         self._after_truncation(offset, offset)
         self._leader_epochs.clear()
+        self._producers.truncate_fully(self._directory, offset)
 
     def _after_truncation(self, recovery_point: int, cleaner_checkpoint: int) -> None:
         """Bring the state files and the high watermark in line with the cut segments. Writing
@@ -764,6 +804,71 @@ class PartitionLog:
         OffsetsForLeaderEpoch."""
         with self._lock:
             return self._leader_epochs.end_offset_for(requested_epoch, self._live().log_end_offset)
+
+    # ---------------------------------------------------------------------------------------
+    # Idempotent producers (KIP-98): their state follows the log (broker.log.producer_state)
+
+    @property
+    def producers(self) -> ProducerStates:
+        """The idempotent producers' state as of the log end (read it under no lock: for
+        describing only)."""
+        return self._producers
+
+    def expire_producers(self, now: float | None = None) -> list[int]:
+        """Forget the producers idle for ``producer_id_expiration_ms``; their ids."""
+        now_ms = int((self._clock() if now is None else now) * 1000)
+        with self._lock:
+            return self._producers.expire(now_ms, self._config.producer_id_expiration_ms)
+
+    def _replay_producers(self, from_offset: int, to_offset: int | None = None) -> None:
+        """Take the record batches stored from ``from_offset`` (to ``to_offset``) into the
+        producer state: after opening from a snapshot, after a truncation. Segments known to
+        hold no batch are skipped unread."""
+        segments = self._live()
+        end = segments.log_end_offset if to_offset is None else to_offset
+        if from_offset >= end:
+            return
+        replayed = 0
+        for segment in segments.segments[segments.floor(max(from_offset, 0)) :]:
+            if segment.base_offset >= end:
+                break
+            if segment.holds_batches is False or segment.next_offset <= from_offset:
+                continue
+            for position, offset, _size, magic, _attributes, _ts in segment.headers_from(
+                max(from_offset, segment.base_offset)
+            ):
+                if offset >= end:
+                    break
+                if magic != record_batch.MAGIC or offset < from_offset:
+                    continue
+                header = record_batch.read_batch_header(
+                    segment.file.pread(record_batch.HEADER_BYTES, position))
+                if header is not None and header.base_offset >= from_offset:
+                    self._producers.replay(header)
+                    replayed += 1
+        if replayed:
+            log.info("log.producer_state.replayed", directory=str(self._directory),
+                     from_offset=from_offset, to_offset=end, batches=replayed,
+                     producers=len(self._producers))
+
+    def _replay_batches(self, data: bytes | bytearray | memoryview, scan: Scan) -> None:
+        """Take a follower's appended batches into the producer state (the leader checked
+        them; the log is the truth)."""
+        for position, magic in zip(scan.positions, scan.magics, strict=True):
+            if magic == record_batch.MAGIC:
+                header = record_batch.read_batch_header(data, position)
+                if header is not None:
+                    self._producers.replay(header)
+
+    def _snapshot_producers(self, offset: int) -> None:
+        """Write the producer state at ``offset`` (the log end) when there is any, or was:
+        at every roll and on close, so that opening replays at most the active segment.
+        Snapshots below the active segment's base go; the one at it stays, for a truncation
+        into the active segment to start from."""
+        if not len(self._producers) and not producer_state.snapshot_offsets(self._directory):
+            return
+        self._producers.write_snapshot(self._directory, offset)
+        producer_state.delete_snapshots(self._directory, below=self._live().active.base_offset)
 
     # ---------------------------------------------------------------------------------------
     # Retention
@@ -803,6 +908,7 @@ class PartitionLog:
             remaining = self._delete_oldest(segments, count)
             log_start = self._start(remaining)
             self._leader_epochs.truncate_from_start(log_start)
+            self._producers_from_start(log_start)
         log.info(
             "log.retention",
             directory=str(self._directory),
@@ -810,6 +916,15 @@ class PartitionLog:
             log_start_offset=log_start,
         )
         return count
+
+    def _producers_from_start(self, log_start: int) -> None:
+        """The log start moved: producers stay until they expire (KAFKA-7190), and a snapshot
+        at or above the new start keeps them across a restart before the older ones go."""
+        self._producers.truncate_from_start(log_start)
+        offsets = producer_state.snapshot_offsets(self._directory)
+        if len(self._producers) and not any(o >= log_start for o in offsets):
+            self._producers.write_snapshot(self._directory, self._live().log_end_offset)
+        producer_state.delete_snapshots(self._directory, below=log_start)
 
     def _delete_oldest(self, segments: SegmentList, count: int) -> SegmentList:
         """Drop the ``count`` oldest closed segments of ``segments``, files included (retention,
@@ -846,6 +961,7 @@ class PartitionLog:
             if count:
                 self._delete_oldest(segments, count)
             self._leader_epochs.truncate_from_start(offset)
+            self._producers_from_start(offset)
             if self._high_watermark is not None and self._high_watermark < offset:
                 self._high_watermark = offset
         log.info(
@@ -963,6 +1079,7 @@ class PartitionLog:
                 return
             self._segments.active.seal()
             self.flush()
+            self._snapshot_producers(self._segments.log_end_offset)
             (self._directory / layout.CLEAN_SHUTDOWN).touch()
             layout.fsync_dir(self._directory)
             self._release()
@@ -1005,8 +1122,11 @@ class _Abandoned(Exception):
 
 
 def _first_offset(message_set: bytes | bytearray | memoryview, scan: Scan) -> int:
-    """The offset of the first message of a checked set: its first entry's, or for a
-    compressed wrapper (which bears its last message's) that of its first inner message."""
+    """The offset of the first message of a checked set: its first entry's, for a record
+    batch its base offset, or for a compressed wrapper (which bears its last message's) that
+    of its first inner message."""
+    if scan.magics[0] == record_batch.MAGIC:
+        return record_batch.read_base_offset(message_set, scan.positions[0])
     if not scan.attributes[0] & CODEC_MASK:
         return scan.offsets[0]
     try:
@@ -1014,6 +1134,19 @@ def _first_offset(message_set: bytes | bytearray | memoryview, scan: Scan) -> in
         return open_wrapper(wrapper)[0].offset
     except MessageFormatError as exc:
         raise InvalidMessageError.wrapping(exc) from None
+
+
+def _batch_offset_for(batch: bytes, timestamp_ms: int) -> tuple[int, int]:
+    """The first record of a stored batch (whose max timestamp reaches ``timestamp_ms``) at or
+    after ``timestamp_ms``, and its timestamp; with LogAppendTime, the batch's first."""
+    header = record_batch.read_batch_header(batch)
+    assert header is not None  # stored whole
+    if header.attributes & record_batch.TIMESTAMP_TYPE_BIT:
+        return header.base_offset, header.max_timestamp
+    for record in record_batch.decode_records(batch, header):
+        if record.timestamp >= timestamp_ms:
+            return record.offset, record.timestamp
+    return header.last_offset, header.max_timestamp  # an empty batch compaction left
 
 
 def _slice(scan: Scan, i: int, j: int, end: int) -> Scan:

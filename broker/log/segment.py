@@ -21,6 +21,7 @@ import structlog
 from broker.log import layout
 from broker.log.errors import CorruptSegmentError
 from broker.log.index import OffsetIndex, TimeIndex
+from protocol import record_batch
 from protocol.entry_scan import Scan, entry_size_at, scan_entries
 from protocol.messageset import LOG_OVERHEAD, MIN_SIZE, Entry, read_entries
 
@@ -30,6 +31,13 @@ log = structlog.get_logger(__name__)
 _HEADER = struct.Struct(">qiIBBq")
 _OFFSET_SIZE = struct.Struct(">qi")
 _HEADER_BLOCK = 8192
+# a record batch's attributes, last offset delta, first and max timestamps (from byte 21)
+_BATCH_HEAD = struct.Struct(">hiqq")
+_BATCH_HEAD_AT = record_batch.ATTRIBUTES_AT
+_BATCH_HEAD_END = _BATCH_HEAD_AT + _BATCH_HEAD.size
+_LAST_DELTA = struct.Struct(">i")
+_MAGIC_AT = record_batch.MAGIC_AT
+_CRC_END = _MAGIC_AT + 1  # every whole entry reaches its magic byte
 _SCAN_CHUNK = 1 << 20
 # The append starts the active segment remembers for find_position (``_remember_start``):
 # between this many and twice as many, 16 bytes each.
@@ -99,6 +107,9 @@ class Segment:
         self.bytes_since_index = 0
         self.first_append_time: float | None = None  # wall clock, for rolling by segment_ms
         self.sealed = False
+        # whether any entry is a record batch (magic 2), which producer state is rebuilt from:
+        # False for a new segment or one every entry of was scanned without one; None unknown
+        self.holds_batches: bool | None = None if self.size else False
         # Where recent appends began: the log end offsets before them and the positions they
         # wrote at, the offsets a reader that has caught up asks for next (find_position). One
         # attribute, replaced whole by a truncation (which may run in a worker thread while
@@ -206,6 +217,7 @@ class Segment:
         self.next_offset = self.base_offset
         self.max_timestamp = -1
         self.bytes_since_index = 0
+        self.holds_batches = False
         file_size = os.fstat(self.file.fileno()).st_size
         pos = 0
         reason: str | None = None
@@ -267,6 +279,8 @@ class Segment:
         count = len(entries.positions)
         if not count:
             return
+        if self.holds_batches is False and record_batch.MAGIC in entries.magics:
+            self.holds_batches = True
         indexed, indexed_at, since_end = index_points(
             entries.sizes, self.bytes_since_index, self.index_interval_bytes
         )
@@ -360,6 +374,7 @@ class Segment:
         end = self.size
         pread = self.file.pread
         unpack = _HEADER.unpack_from
+        batch_head = _BATCH_HEAD.unpack_from
         min_size = MIN_SIZE[0]
         while position < end:
             block = pread(min(_HEADER_BLOCK, end - position), position)
@@ -371,6 +386,11 @@ class Segment:
                     raise CorruptSegmentError(
                         f"{self.path(layout.LOG)}: bad entry size {size} at position {position + p}"
                     )
+                if magic == record_batch.MAGIC:  # its last offset and max timestamp
+                    if p + _BATCH_HEAD_END > n:
+                        break  # read on from this batch
+                    attributes, delta, _first, timestamp = batch_head(block, p + _BATCH_HEAD_AT)
+                    offset += delta
                 yield (
                     position + p,
                     offset,
@@ -410,6 +430,7 @@ class Segment:
             return position
         fd = self.file.fileno()
         unpack = _OFFSET_SIZE.unpack_from
+        last_delta = _LAST_DELTA.unpack_from
         min_size = MIN_SIZE[0]
         while position < end:
             block = os.pread(fd, min(_HEADER_BLOCK, end - position), position)
@@ -417,6 +438,10 @@ class Segment:
             p = 0
             while p <= last:
                 entry_offset, size = unpack(block, p)
+                if p + _CRC_END <= len(block) and block[p + _MAGIC_AT] == record_batch.MAGIC:
+                    if p + _BATCH_HEAD_END > len(block):
+                        break  # read on from this batch
+                    entry_offset += last_delta(block, p + record_batch.LAST_OFFSET_DELTA_AT)[0]
                 if entry_offset >= offset:
                     return position + p
                 if size < min_size:

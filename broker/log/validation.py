@@ -24,12 +24,14 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from broker.log import v0_wrappers
+from broker.log.batch_validation import prepare_batches
 from broker.log.errors import (
     CorruptMessageSetError,
     InvalidMessageError,
     KeylessMessageError,
     ProducerTimestampTypeError,
 )
+from protocol import record_batch
 from protocol.compression import LZ4_FLG_BLOCK_INDEPENDENCE, Codec, decompress
 from protocol.entry_scan import Scan, scan_entries
 from protocol.errors import MessageFormatError
@@ -43,6 +45,7 @@ from protocol.messageset import (
     inner_entries,
     read_entries,
 )
+from protocol.record_batch import NO_PARTITION_LEADER_EPOCH, BatchHeader
 
 _OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -56,6 +59,7 @@ class PreparedAppend(NamedTuple):
     entries: Scan  # its entries as they will be stored: assigned offsets, final timestamps
     first_offset: int
     last_offset: int
+    batches: Sequence[BatchHeader] = ()  # record batches' headers as written (magic 2)
 
 
 def largest_entry_bytes(message_set: bytes | bytearray | memoryview) -> int:
@@ -75,6 +79,7 @@ def prepare_append(
     next_offset: int,
     keys_required: bool = False,
     log_append_time: int | None = None,
+    leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> PreparedAppend:
     """Validate ``message_set`` and assign offsets from ``next_offset``.
 
@@ -82,7 +87,8 @@ def prepare_append(
     ``ProducerTimestampTypeError`` for a message claiming log-append time and
     ``KeylessMessageError`` when ``keys_required`` and a message has no key. With
     ``log_append_time`` (ms), every v1 top-level entry gets that timestamp and the
-    log-append-time attribute, and its CRC is recomputed.
+    log-append-time attribute, and its CRC is recomputed. A set of record batches (magic 2)
+    is checked and stamped by ``batch_validation`` (``leader_epoch`` goes into each batch).
     """
     scan = scan_entries(message_set)
     if scan.error is not None:
@@ -93,6 +99,14 @@ def prepare_append(
     count = len(scan.positions)
     if not count:
         raise InvalidMessageError("the message set is empty")
+    if record_batch.MAGIC in scan.magics:
+        if scan.magics.count(record_batch.MAGIC) != count:
+            raise InvalidMessageError(
+                "a produced set mixes record batches (magic 2) with older message formats")
+        data, entries, batches = prepare_batches(
+            message_set, scan, next_offset=next_offset, keys_required=keys_required,
+            log_append_time=log_append_time, leader_epoch=leader_epoch)
+        return PreparedAppend(data, entries, next_offset, entries.offsets[-1], batches)
     _refuse_log_append_time(scan.attributes, scan.magics, scan.positions)
     offsets: Sequence[int]
     if not _any_wrapper(scan.attributes):

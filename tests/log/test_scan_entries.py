@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from protocol import record_batch
 from protocol.entry_scan import Scan, scan_entries
 from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import LOG_OVERHEAD, encode_records, read_entries
@@ -27,33 +28,82 @@ def reason(exc: MessageFormatError) -> str:
     return text
 
 
+class _Row(NamedTuple):
+    position: int
+    offset: int  # a batch's: its last offset
+    size: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key_length: int
+    first_offset: int  # what must follow ``after_offset``: a batch's base offset
+
+
+def _first_batch(data: bytes, start: int) -> int | None:
+    """Where the first entry with magic 2 starts, walking entries by their sizes from
+    ``start`` (None: none is reached)."""
+    pos = start
+    while pos + 17 <= len(data):
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if size < 14:
+            return None
+        if data[pos + 16] == 2:
+            return pos
+        pos += LOG_OVERHEAD + size
+    return None
+
+
 def reference_scan(data: bytes, verify_crc: bool, after_offset: int | None) -> tuple[Any, ...]:
-    """What ``scan_entries`` must find, spelled out with the codec's reader."""
+    """What ``scan_entries`` must find, spelled out with the codecs' readers: the v0/v1
+    reader, and where it meets magic 2, the record-batch reader."""
     error: str | None = None
     bad_crc = False
-    try:
-        entries, end = read_entries(data, verify_crc=verify_crc)
-    except MessageFormatError as exc:
-        entries, end = read_entries(data[: exc.position], verify_crc=verify_crc)
-        error, bad_crc = reason(exc), isinstance(exc, CorruptMessageError)
+    rows: list[_Row] = []
+    start = 0
+    while True:
+        cut = _first_batch(data, start)
+        try:
+            entries, end = read_entries(data[start:cut], verify_crc=verify_crc,
+                                        base_position=start)
+            end += start
+        except MessageFormatError as exc:
+            entries, end = read_entries(data[start : exc.position], verify_crc=verify_crc,
+                                        base_position=start)
+            end += start
+            error, bad_crc = reason(exc), isinstance(exc, CorruptMessageError)
+        rows += [_Row(e.position, e.offset, LOG_OVERHEAD + e.size, e.magic, e.attributes & 0xFF,
+                      e.timestamp, -1 if e.key is None else len(e.key), e.offset)
+                 for e in entries]
+        if error is not None or cut is None or end != cut:
+            break
+        try:
+            header = record_batch.check_batch(data, end, verify_crc=verify_crc)
+        except MessageFormatError as exc:
+            error, bad_crc = exc.reason, isinstance(exc, CorruptMessageError)
+            break
+        if header is None:  # not whole: the scan stops there without an error
+            break
+        rows.append(_Row(end, header.last_offset, header.size, 2, header.attributes,
+                         header.max_timestamp, -1, header.base_offset))
+        start = end + header.size
     if after_offset is not None:
         last = after_offset
-        for i, entry in enumerate(entries):
-            if entry.offset <= last:
-                error = f"offset {entry.offset} does not follow offset {last}"
+        for i, row in enumerate(rows):
+            if row.first_offset <= last:
+                error = f"offset {row.first_offset} does not follow offset {last}"
                 bad_crc = False
-                end = entry.position
-                entries = entries[:i]
+                end = row.position
+                rows = rows[:i]
                 break
-            last = entry.offset
+            last = row.offset
     return (
-        [e.position for e in entries],
-        [e.offset for e in entries],
-        [LOG_OVERHEAD + e.size for e in entries],
-        [e.magic for e in entries],
-        [e.attributes & 0xFF for e in entries],
-        [e.timestamp for e in entries],
-        [-1 if e.key is None else len(e.key) for e in entries],
+        [r.position for r in rows],
+        [r.offset for r in rows],
+        [r.size for r in rows],
+        [r.magic for r in rows],
+        [r.attributes for r in rows],
+        [r.timestamp for r in rows],
+        [r.key_length for r in rows],
         end,
         error,
         bad_crc,
@@ -158,3 +208,27 @@ def test_a_malformed_entry_with_a_good_crc_is_named(body: bytes, run: int) -> No
     expected = reference_scan(data, True, None)
     assert expected[8] is not None
     assert columns(scan_entries(data)) == expected
+
+
+MIXED = (
+    encode_records([(b"k", b"v1", 7)])
+    + record_batch.encode_batch([(b"k", b"a", 8, ()), (None, b"b", 9, (("h", b"x"),))],
+                                base_offset=1)
+    + encode_records([(None, b"v2", 10)], base_offset=3)
+)
+
+
+@pytest.mark.parametrize("verify_crc", [True, False])
+def test_a_mixed_set_scans_as_the_readers_read_it_whatever_byte_is_flipped(
+    verify_crc: bool,
+) -> None:
+    """Every byte of a v1 entry, a record batch and a v1 entry, flipped in turn, and every
+    cut: the scan stops where the readers stop, for the reason they give."""
+    for i in range(len(MIXED)):
+        damaged_set = bytearray(MIXED)
+        damaged_set[i] ^= 0x41
+        for data in (bytes(damaged_set), MIXED[:i]):
+            assert columns(scan_entries(data, verify_crc=verify_crc, after_offset=-1)) == (
+                reference_scan(data, verify_crc, -1)), (i, data)
+    whole = scan_entries(MIXED)
+    assert (whole.offsets, whole.magics, whole.error) == ([0, 2, 3], [1, 2, 1], None)

@@ -1,0 +1,98 @@
+"""Checking produced record batches (magic 2) and assigning their offsets, as Kafka's
+LogValidator does for a client's batches.
+
+The batch is stored as it came but for three header fields the broker owns: the base offset,
+the partition leader epoch -- neither covered by the CRC -- and, with LogAppendTime, the max
+timestamp and the timestamp-type bit, after which the header's CRC is recomputed over the
+unchanged records. Records are never re-encoded. Every batch's records are read (decompressed
+if need be) once, to check them: their count, offset deltas 0..n-1, lengths, and keys for a
+compacted topic.
+
+Refused, as Kafka refuses them (a set mixing batches and older entries is ``validation``'s to
+refuse): a control batch (only the broker writes them); a transactional batch (transactions
+are not supported); a batch of no records; an idempotent batch (producer id >= 0) without a
+sequence, or not alone in its set (the producer-state check of one batch must not depend on
+another not yet written); a batch claiming LogAppendTime.
+"""
+
+from __future__ import annotations
+
+from broker.log.errors import (
+    InvalidMessageError,
+    KeylessMessageError,
+    ProducerTimestampTypeError,
+)
+from protocol import record_batch
+from protocol.entry_scan import Scan
+from protocol.errors import MessageFormatError
+from protocol.record_batch import BatchHeader
+
+_KEYLESS = "a compacted log cannot accept a record without a key"
+
+
+def prepare_batches(
+    message_set: bytes | bytearray | memoryview,
+    scan: Scan,
+    *,
+    next_offset: int,
+    keys_required: bool,
+    log_append_time: int | None,
+    leader_epoch: int,
+) -> tuple[bytearray, Scan, list[BatchHeader]]:
+    """The batches of ``message_set`` (found by ``scan``, all magic 2) with offsets from
+    ``next_offset`` written in, the scan of them as stored, and their headers as written."""
+    data = bytearray(message_set)
+    headers: list[BatchHeader] = []
+    offsets: list[int] = []
+    timestamps: list[int] = list(scan.timestamps)
+    base = next_offset
+    for i, pos in enumerate(scan.positions):
+        header = record_batch.read_batch_header(data, pos)
+        assert header is not None  # the scan found it whole
+        _check(header, len(scan.positions), pos)
+        try:
+            records = record_batch.decode_records(data, header, pos)
+        except MessageFormatError as exc:
+            raise InvalidMessageError.wrapping(exc) from None
+        if keys_required and any(record.key is None for record in records):
+            raise KeylessMessageError(f"{_KEYLESS} (the batch at byte position {pos})")
+        record_batch.set_base_offset(data, base, pos)
+        record_batch.set_partition_leader_epoch(data, leader_epoch, pos)
+        if log_append_time is not None:
+            record_batch.set_log_append_time(data, log_append_time, pos)
+            timestamps[i] = log_append_time
+        written = record_batch.read_batch_header(data, pos)
+        assert written is not None
+        headers.append(written)
+        offsets.append(written.last_offset)
+        base = written.last_offset + 1
+    entries = scan._replace(offsets=offsets, timestamps=timestamps)
+    return data, entries, headers
+
+
+def _check(header: BatchHeader, batches: int, pos: int) -> None:
+    where = f"(the batch at byte position {pos})"
+    if header.is_control:
+        raise InvalidMessageError(f"clients must not write control batches {where}",
+                                  position=pos)
+    if header.is_transactional:
+        raise InvalidMessageError(
+            f"transactional batches are not supported: odradek has no transactions {where}",
+            position=pos)
+    if not header.record_count:
+        raise InvalidMessageError(f"a produced batch must hold at least one record {where}",
+                                  position=pos)
+    if header.attributes & record_batch.TIMESTAMP_TYPE_BIT:
+        raise ProducerTimestampTypeError(
+            f"a producer must not set the timestamp type LogAppendTime (attributes bit 3) {where}")
+    if header.producer_id >= 0:
+        if header.base_sequence < 0:
+            raise InvalidMessageError(
+                f"producer id {header.producer_id} sent base sequence {header.base_sequence}: "
+                f"an idempotent batch needs a sequence number {where}", position=pos)
+        if batches > 1:
+            raise InvalidMessageError(
+                f"an idempotent batch (producer id {header.producer_id}) must be the only one "
+                f"of its partition in a produce request; this set holds {batches} {where}",
+                position=pos)
+
