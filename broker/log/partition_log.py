@@ -52,7 +52,7 @@ from broker.log.segment_list import SegmentList
 from broker.log.validation import largest_entry_bytes, prepare_append
 from protocol import record_batch
 from protocol.entry_scan import Scan, scan_entries
-from protocol.errors import ErrorCode, MessageFormatError
+from protocol.errors import MessageFormatError
 from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
 
 log = structlog.get_logger(__name__)
@@ -379,7 +379,7 @@ class PartitionLog:
                         original.timestamp if append_time is not None else -1,
                     )
                 if isinstance(checked, Reject):
-                    raise ProducerSequenceError(ErrorCode(checked.error), checked.reason)
+                    raise ProducerSequenceError(checked.error, checked.reason)
             if leader_epoch is not None:
                 self._leader_epochs.assign(leader_epoch, prepared.first_offset)
             if self._should_roll(active, len(prepared.data), prepared.last_offset, now):

@@ -92,7 +92,6 @@ import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -100,6 +99,7 @@ import structlog
 
 from broker.log import layout
 from broker.log.errors import CorruptCheckpointError
+from protocol.errors import ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, crc32c
 
 log = structlog.get_logger(__name__)
@@ -119,16 +119,6 @@ _PREFIX = struct.Struct(">hI")  # version, crc
 _COUNT = struct.Struct(">i")
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_FROM = _PREFIX.size  # the CRC covers the entries, their count included
-
-
-class ProducerError(IntEnum):
-    """What ``check`` refuses a batch with: Kafka's names and wire numbers, which the broker's
-    error codes take over as they are."""
-
-    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-    DUPLICATE_SEQUENCE_NUMBER = 46
-    INVALID_PRODUCER_EPOCH = 47
-    UNKNOWN_PRODUCER_ID = 59
 
 
 class ProducerBatch(Protocol):
@@ -216,7 +206,7 @@ class Duplicate:
 class Reject:
     """The batch must not be written; answer ``error``."""
 
-    error: ProducerError
+    error: ErrorCode  # OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH or UNKNOWN_PRODUCER_ID
     reason: str
 
 
@@ -287,25 +277,25 @@ class ProducerStates:
             if original is not None:
                 return Duplicate(original)
         if epoch < known_epoch:
-            return Reject(ProducerError.INVALID_PRODUCER_EPOCH,
+            return Reject(ErrorCode.INVALID_PRODUCER_EPOCH,
                           f"producer {producer_id}: epoch {epoch} is older than {known_epoch}")
         if epoch != known_epoch:
             if first == 0:
                 return APPEND
             if known_epoch != NO_PRODUCER_EPOCH:
-                return Reject(ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                               f"producer {producer_id}: new epoch {epoch} must start at "
                               f"sequence 0, not {first}")
-            return Reject(ProducerError.UNKNOWN_PRODUCER_ID,
+            return Reject(ErrorCode.UNKNOWN_PRODUCER_ID,
                           f"producer {producer_id} is not known here (expired, or its "
                           f"batches were removed) and sequence {first} is not 0")
         assert entry is not None
         if not entry.batches and first != 0:
-            return Reject(ProducerError.UNKNOWN_PRODUCER_ID,
+            return Reject(ErrorCode.UNKNOWN_PRODUCER_ID,
                           f"producer {producer_id}: epoch {epoch} is known, its next "
                           f"sequence is not; {first} is not 0")
         if not in_sequence(entry.last_sequence, first):
-            return Reject(ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                           f"producer {producer_id}: sequence {first} does not follow "
                           f"{entry.last_sequence}")
         return APPEND

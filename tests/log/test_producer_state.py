@@ -27,7 +27,6 @@ from broker.log.producer_state import (
     CorruptSnapshotError,
     Duplicate,
     ProducerEntry,
-    ProducerError,
     ProducerStateError,
     ProducerStates,
     Reject,
@@ -39,6 +38,7 @@ from broker.log.producer_state import (
     snapshot_offsets,
     snapshot_path,
 )
+from protocol.errors import ErrorCode
 from protocol.record_batch import (
     CONTROL_BIT,
     HEADER_BYTES,
@@ -83,7 +83,7 @@ class Partition:
         return self.log[-1]
 
 
-def error_of(outcome: Check) -> ProducerError | None:
+def error_of(outcome: Check) -> ErrorCode | None:
     return outcome.error if isinstance(outcome, Reject) else None
 
 
@@ -103,27 +103,27 @@ def test_an_unknown_producer_not_at_sequence_0_is_unknown_producer_id() -> None:
     # Kafka 2.0-2.4: the producer's state expired or its batches were removed; the client
     # compares its last acknowledged offset with the log start offset to decide.
     p = Partition()
-    assert error_of(p.produce(batch(seq=7))) is ProducerError.UNKNOWN_PRODUCER_ID
+    assert error_of(p.produce(batch(seq=7))) is ErrorCode.UNKNOWN_PRODUCER_ID
     assert p.log == []
 
 
 def test_an_older_epoch_is_fenced_with_invalid_producer_epoch() -> None:
     p = Partition()
     p.send(0, epoch=3)
-    assert error_of(p.produce(batch(epoch=2, seq=1))) is ProducerError.INVALID_PRODUCER_EPOCH
+    assert error_of(p.produce(batch(epoch=2, seq=1))) is ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_a_retry_from_before_an_epoch_bump_is_fenced_not_a_duplicate() -> None:
     p = Partition()
     p.send(0, epoch=0)
     p.send(0, epoch=1)
-    assert error_of(p.produce(batch(epoch=0, seq=0))) is ProducerError.INVALID_PRODUCER_EPOCH
+    assert error_of(p.produce(batch(epoch=0, seq=0))) is ErrorCode.INVALID_PRODUCER_EPOCH
 
 
 def test_a_new_epoch_must_start_at_sequence_0() -> None:
     p = Partition()
     p.send(0, 5)
-    assert error_of(p.produce(batch(epoch=1, seq=5))) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_of(p.produce(batch(epoch=1, seq=5))) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert isinstance(p.produce(batch(epoch=1, seq=0)), Append)
 
 
@@ -136,7 +136,7 @@ def test_an_epoch_bump_resets_the_sequences_and_forgets_the_old_batches() -> Non
     assert entry is not None and entry.epoch == 1
     assert entry.batches == (BatchMetadata.of(bumped),)
     # the old epoch's continuation is out of order in the new one
-    assert error_of(p.produce(batch(epoch=1, seq=4))) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_of(p.produce(batch(epoch=1, seq=4))) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert isinstance(p.produce(batch(epoch=1, seq=1)), Append)
 
 
@@ -149,17 +149,17 @@ def test_a_gap_or_a_step_back_is_out_of_order(seq: int) -> None:
     if seq == 5:
         assert outcome == APPEND
     else:
-        assert error_of(outcome) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert error_of(outcome) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_a_batch_overlapping_a_written_one_is_out_of_order_not_a_duplicate() -> None:
     p = Partition()
     p.send(0, 3)
     assert error_of(p.produce(batch(seq=0, count=2))) is (
-        ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     )
     assert error_of(p.produce(batch(seq=1, count=2))) is (
-        ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     )
 
 
@@ -185,7 +185,7 @@ def test_a_retry_of_the_sixth_last_batch_is_out_of_order_as_in_kafka() -> None:
     for i in range(BATCHES_TO_RETAIN):
         p.send(2 + i)
     outcome = p.produce(batch(seq=oldest.base_sequence, count=2))
-    assert error_of(outcome) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_of(outcome) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def test_sequences_wrap_from_int32_max_to_0() -> None:
@@ -193,7 +193,7 @@ def test_sequences_wrap_from_int32_max_to_0() -> None:
     p.states.replay(batch(seq=MAX_SEQ - 4, count=5, offset=0))  # last sequence 2**31 - 1
     p.end = 5
     for wrong in (1, MAX_SEQ):
-        assert error_of(p.produce(batch(seq=wrong))) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert error_of(p.produce(batch(seq=wrong))) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     after = p.send(0, 2)
     assert (after.base_sequence, after.last_sequence) == (0, 1)
 
@@ -205,14 +205,14 @@ def test_a_batch_crossing_the_wrap_continues_and_is_recognised_when_retried() ->
     crossing = p.send(MAX_SEQ - 1, 4)  # 2**31 - 2, 2**31 - 1, 0, 1
     assert crossing.last_sequence == 1
     assert p.produce(batch(seq=MAX_SEQ - 1, count=4)) == Duplicate(BatchMetadata.of(crossing))
-    assert error_of(p.produce(batch(seq=3))) is ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert error_of(p.produce(batch(seq=3))) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert isinstance(p.produce(batch(seq=2)), Append)
 
 
 def test_a_known_epoch_without_a_batch_only_takes_sequence_0() -> None:
     # only from a Kafka snapshot of a producer that wrote nothing but a transaction marker
     states = ProducerStates([ProducerEntry(PID, 2, (), 50)])
-    assert error_of(states.check(batch(epoch=2, seq=4))) is ProducerError.UNKNOWN_PRODUCER_ID
+    assert error_of(states.check(batch(epoch=2, seq=4))) is ErrorCode.UNKNOWN_PRODUCER_ID
     assert states.check(batch(epoch=2, seq=0)) == APPEND
 
 
@@ -239,7 +239,7 @@ def test_headers_read_from_real_batches_are_checked_by_their_sequences() -> None
     header = read_batch_header(raw)
     assert header is not None
     states = ProducerStates()
-    assert error_of(states.check(header)) is ProducerError.UNKNOWN_PRODUCER_ID
+    assert error_of(states.check(header)) is ErrorCode.UNKNOWN_PRODUCER_ID
     states.replay(header)
     assert states.check(header) == Duplicate(BatchMetadata(MAX_SEQ - 1, 0, 0, 2, 5))
 
@@ -287,7 +287,7 @@ def test_a_producer_idle_for_the_expiration_is_forgotten_and_then_unknown() -> N
     assert p.states.expire(1_000 + PRODUCER_ID_EXPIRATION_MS - 1) == []
     assert p.states.expire(1_000 + PRODUCER_ID_EXPIRATION_MS) == [PID]
     assert list(p.states.active_producers()) == [PID + 1]
-    assert error_of(p.produce(batch(seq=1))) is ProducerError.UNKNOWN_PRODUCER_ID
+    assert error_of(p.produce(batch(seq=1))) is ErrorCode.UNKNOWN_PRODUCER_ID
     assert isinstance(p.produce(batch(seq=0)), Append)  # a producer may start over
 
 
@@ -569,15 +569,15 @@ def expected_outcome(entry: ProducerEntry | None, header: BatchHeader) -> Check:
             if (b.first_sequence, b.last_sequence) == (first, last):
                 return Duplicate(b)
     if entry is not None and epoch < entry.epoch:
-        return Reject(ProducerError.INVALID_PRODUCER_EPOCH, "")
+        return Reject(ErrorCode.INVALID_PRODUCER_EPOCH, "")
     if entry is None or epoch > entry.epoch:
         if first == 0:
             return APPEND
-        return Reject(ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER if entry is not None
-                      else ProducerError.UNKNOWN_PRODUCER_ID, "")
+        return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER if entry is not None
+                      else ErrorCode.UNKNOWN_PRODUCER_ID, "")
     if first == (entry.last_sequence + 1) % (1 << 31):
         return APPEND
-    return Reject(ProducerError.OUT_OF_ORDER_SEQUENCE_NUMBER, "")
+    return Reject(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "")
 
 
 def _same(outcome: Check, expected: Check) -> bool:
