@@ -1,6 +1,11 @@
 """A producer batch -- the messages bound for one partition in one message set -- and the
 futures ``Producer.send`` returns for its messages.
 
+A batch is encoded when it is sent, in the format the partition's leader speaks: a v1 message
+set (Produce v1) or a record batch, magic 2 (Produce v2: headers, zstd). Records are ``(key,
+value, timestamp)`` tuples, or ``(key, value, timestamp, headers)`` for a message sent with
+headers, which only a record batch can carry (``encode_for``).
+
 A batch settles once for all its messages: one base offset or one error. Each message's future
 is just (batch, index), so completing a batch of thousands costs the same as completing one, and
 ``RecordMetadata`` is only built for the futures someone asks.
@@ -15,14 +20,22 @@ import logging
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
-from typing import overload
+from itertools import chain, repeat
+from typing import Any, overload
 
 from client.durations import seconds_text
 from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
-from protocol.compression import Codec
+from protocol.compression import BatchCodec, Codec
+from protocol.errors import UnsupportedVersionError
 from protocol.messageset import HEADER_V1, encode_message_set
+from protocol.record_batch import (
+    MAGIC,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    encode_batch,
+)
 
 Drive = Callable[[float], object]
 log = logging.getLogger("odradek.producer")
@@ -35,12 +48,17 @@ class ProducerBatch:
         "_callbacks",
         "_drive",
         "_encoded",
+        "_encoded_magic",
         "attempts",
         "base_offset",
+        "base_sequence",
         "created",
         "error",
+        "has_headers",
         "open",
         "parts",
+        "producer_epoch",
+        "producer_id",
         "records",
         "retry_at",
         "size",
@@ -50,7 +68,9 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, created: float, drive: Drive) -> None:
         self.tp = tp
         self.created = created
-        self.records: list[tuple[bytes | None, bytes | None, int]] = []
+        # (key, value, timestamp), or (key, value, timestamp, headers) for a message with headers
+        self.records: list[tuple[Any, ...]] = []
+        self.has_headers = False
         # Messages may still be added: the last batch of its partition's queue, never sent
         # (the accumulator clears it when another batch follows, or it is drained or dropped).
         self.open = True
@@ -61,6 +81,11 @@ class ProducerBatch:
         self.error: BaseException | None = None
         self.parts: list[ProducerBatch] | None = None  # set once split: it never settles itself
         self._encoded: bytes | None = None
+        self._encoded_magic = -1
+        # what an idempotent producer stamps on its record batch; none yet
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
         self._callbacks: list[tuple[int, Callable[[RecordFuture], None]]] = []
         self._drive = drive
 
@@ -68,10 +93,19 @@ class ProducerBatch:
     def done(self) -> bool:
         return self.base_offset is not None or self.error is not None
 
-    def encode(self, codec: Codec) -> bytes:
-        """The message set, built once: a retry sends the very same bytes."""
-        if self._encoded is None:
-            self._encoded = encode_message_set(self.records, codec=codec)
+    def encode(self, codec: BatchCodec, magic: int) -> bytes:
+        """The batch as a v1 message set or (``magic`` 2) one record batch, built once: a
+        retry to a leader of the same format sends the very same bytes. A format that cannot
+        carry the batch (headers or zstd below magic 2) raises UnsupportedVersionError naming
+        the partition."""
+        if self._encoded is None or self._encoded_magic != magic:
+            if magic == MAGIC:
+                self._encoded = encode_batch(
+                    self.records, codec=codec, producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch, base_sequence=self.base_sequence)
+            else:
+                self._encoded = encode_message_set(self.records, codec=_v1_codec(codec, self))
+            self._encoded_magic = magic
         return self._encoded
 
     def split(self) -> list[ProducerBatch]:
@@ -82,7 +116,8 @@ class ProducerBatch:
         for records in (self.records[:half], self.records[half:]):
             part = ProducerBatch(self.tp, self.created, self._drive)
             part.records = records
-            part.size = sum(HEADER_V1 + len(k or b"") + len(v or b"") for k, v, _ in records)
+            part.has_headers = self.has_headers
+            part.size = sum(HEADER_V1 + len(r[0] or b"") + len(r[1] or b"") for r in records)
             part.attempts = self.attempts  # sent before: not merged with other batches again
             part.open = False
             parts.append(part)
@@ -132,9 +167,36 @@ class SetBatch(ProducerBatch):
         self.open = False
         self._encoded = data
 
-    def encode(self, codec: Codec) -> bytes:
+    def encode(self, codec: BatchCodec, magic: int) -> bytes:
         assert self._encoded is not None
         return self._encoded
+
+
+def _v1_codec(codec: BatchCodec, batch: ProducerBatch) -> Codec:
+    """The v1 codec of ``codec``, for a batch to a leader that speaks Produce v1 only; records
+    with headers, or zstd, cannot go there."""
+    if batch.has_headers:
+        raise UnsupportedVersionError(
+            f"{batch.tp}: messages with headers need a broker that takes record batches "
+            f"(Produce v2); the leader of topic {batch.tp.topic!r} speaks Produce v1 only")
+    if codec is BatchCodec.ZSTD:
+        raise UnsupportedVersionError(
+            f"{batch.tp}: compression zstd needs a broker that takes record batches "
+            f"(Produce v2); the leader of topic {batch.tp.topic!r} speaks Produce v1 only")
+    return Codec(int(codec))
+
+
+def encode_for(batches: Sequence[ProducerBatch], codec: BatchCodec, magic: int) -> bytes:
+    """The ``records`` of one partition of a Produce request: each batch's message set,
+    concatenated (v1); or, as Produce v2 takes one record batch per partition, one batch of
+    all their records -- encoded once, and only then when there are several."""
+    if magic != MAGIC or len(batches) == 1:
+        return b"".join([b.encode(codec, magic) for b in batches])
+    first = batches[0]
+    return encode_batch(
+        list(chain.from_iterable(b.records for b in batches)), codec=codec,
+        producer_id=first.producer_id, producer_epoch=first.producer_epoch,
+        base_sequence=first.base_sequence)
 
 
 class RecordFuture:

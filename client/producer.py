@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any, TypeGuard, Unpack
 
 from client.accumulator import RecordAccumulator
-from client.batch import ProducerBatch, RecordFuture, RecordFutures
+from client.batch import ProducerBatch, RecordFuture, RecordFutures, encode_for
 from client.durations import seconds_text
 from client.errors import (
     ClientTimeoutError,
@@ -56,18 +56,26 @@ from client.records import TopicPartition
 from client.security import SecurityConfig, SecurityOptions
 from client.throttle import ThrottleStats
 from protocol.apis import ApiKey
-from protocol.compression import Codec
+from protocol.compression import BatchCodec
 from protocol.errors import (
     ErrorCode,
     MessageTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from protocol.messageset import HEADER_V1
+from protocol.record_batch import MAGIC
 
 log = logging.getLogger("odradek.producer")
-#: Produce v1: the response says how long the broker held it back for the produce quota
-PRODUCE_VERSION = 1
+#: the Produce versions this producer speaks: v1's response says how long the broker held it
+#: back for the produce quota; v2 carries a record batch (magic 2: headers, zstd). The highest
+#: the leader speaks is used (client/api_versions.py), and the format with it.
+PRODUCE_VERSIONS = (1, 2)
+#: Produce v2 and later carry record batches
+RECORD_BATCH_PRODUCE_VERSION = 2
+
+Header = tuple[str, bytes | None]
 
 _IO_INTERVAL = 0.001  # send() reads responses at least this often (seconds)
 #: A refused message set that may fit once split (the whole set, or its share of a segment).
@@ -90,7 +98,7 @@ class Producer:
         *,
         client_id: str = "odradek-producer",
         acks: int | str = 1,
-        compression: str | Codec = Codec.NONE,
+        compression: str | BatchCodec = BatchCodec.NONE,
         linger_ms: float = 0,
         batch_bytes: int = 16_384,
         buffer_bytes: int = 32 * 1024 * 1024,
@@ -109,7 +117,7 @@ class Producer:
     ) -> None:
         self.acks = parse_acks(acks)
         try:
-            self.codec = Codec.parse(compression)
+            self.codec = BatchCodec.parse(compression)
         except ValueError as exc:
             raise ConfigError(f"compression: {exc}") from None
         for name, value, low in (
@@ -158,6 +166,8 @@ class Producer:
         self._sticky_topic: str | None = None
         self._sticky_batch: ProducerBatch | None = None
         self._busy: set[TopicPartition] = set()  # partitions with a request in flight
+        # batches are sendable but a leader has not said yet which Produce versions it speaks
+        self._asking_versions = False
         self._flushing = 0
         self._next_io = 0.0
         self._closed = False
@@ -173,10 +183,14 @@ class Producer:
         key: bytes | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
+        headers: Sequence[Header] | None = None,
     ) -> RecordFuture:
         """Queue one message; the future resolves to ``RecordMetadata(topic, partition,
         offset)`` or raises the typed error. Blocks only to learn an unknown topic's partitions
-        or while ``buffer_bytes`` are already waiting (each at most ``max_block_ms``)."""
+        or while ``buffer_bytes`` are already waiting (each at most ``max_block_ms``).
+        ``headers``: ``(str key, bytes | None value)`` pairs, kept in order; they need a leader
+        that takes record batches (Produce v2), else the future fails with
+        UnsupportedVersionError naming the topic."""
         # The hot path of the producer: keep per-message work to a few dict and list operations.
         if value is not None and type(value) is not bytes:
             value = _as_bytes(value, "value")
@@ -186,6 +200,9 @@ class Producer:
         if known is None or known.version != self._metadata.updates:
             known = self._learn_topic(topic)
         size = HEADER_V1 + (len(key) if key else 0) + (len(value) if value else 0)
+        if headers:
+            headers = _checked_headers(headers)
+            size += sum(len(k) + len(v or b"") + 2 for k, v in headers)
         if size > self._max_request_bytes:
             raise MessageTooLargeError(
                 f"message of {size} bytes for topic {topic!r} exceeds "
@@ -227,6 +244,10 @@ class Producer:
                 found = self._wait_for_partition(topic, partition)
             batch = accumulator.append(found, key, value, timestamp, size, now)
         index = len(batch.records) - 1
+        if headers:
+            # rare enough to patch in after the fact, sparing the common path an argument
+            batch.records[index] = (key, value, timestamp, headers)
+            batch.has_headers = True
         # Time to send and read: every millisecond, and when a new batch is due at once -- it
         # has a full one queued before it, or linger_ms=0. A partition's first batch, lingering,
         # is not: a producer spreading messages over many partitions starts a batch with nearly
@@ -466,6 +487,8 @@ class Producer:
         self._send_sendable(now)
         if not self._busy and not self._accumulator.queued_batches():
             wait = 0.0  # nothing is queued or awaits an answer: no reason to wait
+        elif self._asking_versions:
+            wait = timeout  # sendable batches wait for a leader's ApiVersions answer
         else:
             due = self._accumulator.next_deadline(self._busy)
             wait = timeout if due is None else min(timeout, max(due - now, 0.0))
@@ -498,24 +521,44 @@ class Producer:
                 self._metadata.request_update([tp.topic])
                 continue
             by_node.setdefault(leader, []).append(tp)
+        self._asking_versions = False
         for node, tps in by_node.items():
-            if self._network.in_flight(node) < self._max_in_flight:
-                self._send_produce(node, tps, now)
+            if self._network.in_flight(node) >= self._max_in_flight:
+                continue
+            try:
+                version = self._network.api_version(node, ApiKey.PRODUCE, *PRODUCE_VERSIONS)
+            except UnsupportedVersionError as exc:
+                for tp in tps:
+                    self._settle_failed(self._accumulator.take_queue(tp), exc)
+                continue
+            if version is None:
+                self._asking_versions = True  # sent once the leader says what it speaks
+            else:
+                self._send_produce(node, tps, now, version)
 
-    def _send_produce(self, node: int, tps: list[TopicPartition], now: float) -> None:
+    def _send_produce(
+        self, node: int, tps: list[TopicPartition], now: float, version: int
+    ) -> None:
         budget = self._max_request_bytes
+        magic = MAGIC if version >= RECORD_BATCH_PRODUCE_VERSION else 1
         drained: dict[TopicPartition, list[ProducerBatch]] = {}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
             if budget <= 0:
                 break
             batches = self._accumulator.drain(tp, budget, now, flushing=self._flushing > 0)
+            try:
+                records = encode_for(batches, self.codec, magic)
+            except UnsupportedVersionError as exc:  # headers or zstd, and a v1 leader
+                self._settle_failed(batches, exc)
+                continue
             drained[tp] = batches
-            records = b"".join(b.encode(self.codec) for b in batches)
             budget -= len(records)
             for b in batches:
                 b.attempts += 1
             topics.setdefault(tp.topic, []).append({"partition": tp.partition, "records": records})
+        if not drained:
+            return
         self._busy.update(drained)
         body = {
             "acks": self.acks,
@@ -526,7 +569,7 @@ class Producer:
             node,
             ApiKey.PRODUCE,
             body,
-            api_version=PRODUCE_VERSION,
+            api_version=version,
             expect_response=self.acks != 0,
             # The broker itself waits up to timeout_ms for acks=all: leave it room to answer.
             timeout=self._request_timeout_ms / 1000 * 1.25,
@@ -622,6 +665,20 @@ class _KnownTopic:
     info: TopicInfo  # the metadata it was read from; a new object when the topic changed
     partitions: list[int]
     tps: dict[int, TopicPartition]
+
+
+def _checked_headers(headers: Sequence[Header]) -> tuple[Header, ...]:
+    """``headers`` as the record keeps them: a tuple of ``(str, bytes | None)`` pairs."""
+    out = tuple(headers)
+    for pair in out:
+        if (
+            type(pair) is not tuple
+            or len(pair) != 2
+            or type(pair[0]) is not str
+            or not (pair[1] is None or isinstance(pair[1], bytes))
+        ):
+            raise TypeError(f"headers must be (str, bytes | None) pairs, not {pair!r}")
+    return out
 
 
 def _all_bytes(values: Sequence[bytes | None]) -> TypeGuard[Sequence[bytes]]:

@@ -245,7 +245,7 @@ def test_values_must_be_bytes(fake: FakeBroker) -> None:
     ("setting", "match"),
     [
         ({"acks": 2}, "acks"),
-        ({"compression": "zstd"}, "compression"),
+        ({"compression": "brotli"}, "compression"),
         ({"linger_ms": -1}, "linger_ms"),
         ({"bootstrap": "no-port"}, "bootstrap"),
     ],

@@ -1,0 +1,116 @@
+"""Producer and consumer against the fake broker speaking today's versions (record batches,
+Produce v2 and Fetch v4) or only those before them: the versions each side negotiates, headers,
+zstd, and the clear errors where a v1 broker cannot carry them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from client import Consumer, Producer, TopicPartition
+from protocol.apis import ApiKey
+from protocol.errors import UnsupportedVersionError
+from protocol.record_batch import decode_batches, peek_magic
+from tests.client.fake_broker import FakeBroker
+
+T0 = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def today() -> Iterator[FakeBroker]:
+    broker = FakeBroker({"t": 1})
+    broker.api_versions = {}  # the protocol's own table: Produce v2, Fetch v4
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def versions_used(fake: FakeBroker, api: ApiKey) -> set[int]:
+    return {r.header.api_version for r in fake.requests if r.header.api_key == api}
+
+
+def read_all(fake: FakeBroker, n: int, timeout: float = 10.0) -> list:
+    records: list = []
+    with Consumer(fake.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([T0])
+        deadline = time.monotonic() + timeout
+        while len(records) < n:
+            assert time.monotonic() < deadline, f"only {len(records)} of {n} records in time"
+            records += consumer.poll(timeout_ms=200)
+    return records
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_a_broker_of_today_gets_record_batches_with_headers(today: FakeBroker, codec) -> None:
+    with Producer(today.bootstrap, compression=codec, linger_ms=50) as producer:
+        futures = [producer.send("t", b"v%d" % i, key=b"k", headers=[("i", b"%d" % i),
+                                                                     ("nothing", None)])
+                   for i in range(20)]
+        producer.send("t", b"plain")
+        producer.flush(5)
+    assert [f.result().offset for f in futures] == list(range(20))
+    stored = today.messages("t", 0)
+    assert peek_magic(stored) == 2
+    assert sum(b.header.record_count for b in decode_batches(stored)) == 21
+    assert versions_used(today, ApiKey.PRODUCE) == {2}
+    records = read_all(today, 21)
+    assert versions_used(today, ApiKey.FETCH) == {4}
+    assert [(r.offset, r.value, r.headers) for r in records[:2]] == [
+        (0, b"v0", (("i", b"0"), ("nothing", None))), (1, b"v1", (("i", b"1"), ("nothing", None)))]
+    assert (records[20].value, records[20].headers) == (b"plain", ())
+
+
+def test_batches_sent_together_go_as_one_record_batch(today: FakeBroker) -> None:
+    with Producer(today.bootstrap, batch_bytes=200, linger_ms=60_000) as producer:
+        futures = [producer.send("t", b"%03d" % i, partition=0) for i in range(40)]
+        producer.flush(5)
+    assert [f.result().offset for f in futures] == list(range(40))
+    produced = [r for r in today.requests if r.header.api_key == ApiKey.PRODUCE]
+    for request in produced:
+        (partition,) = request.body["topics"][0]["partitions"]
+        assert len(list(decode_batches(partition["records"]))) == 1
+    assert len(produced) < 40 // (200 // 40)  # several producer batches in some request
+    assert [r.value for r in read_all(today, 40)] == [b"%03d" % i for i in range(40)]
+
+
+def test_a_v1_broker_gets_message_sets_and_is_read_at_fetch_v3(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap, compression="lz4") as producer:
+        assert producer.send("t", b"old").result(5).offset == 0
+    assert peek_magic(fake.messages("t", 0)) == 1
+    assert versions_used(fake, ApiKey.PRODUCE) == {1}
+    (record,) = read_all(fake, 1)
+    assert (record.value, record.headers) == (b"old", ())
+    assert versions_used(fake, ApiKey.FETCH) == {3}
+
+
+def test_headers_to_a_v1_broker_fail_naming_the_topic(fake: FakeBroker) -> None:
+    with Producer(fake.bootstrap) as producer:
+        with_headers = producer.send("t", b"h", headers=[("a", b"b")])
+        with pytest.raises(UnsupportedVersionError, match=r"headers.*topic 't'.*Produce v1"):
+            with_headers.result(5)
+        assert producer.send("t", b"no headers").result(5).offset == 0
+
+
+def test_zstd_to_a_v1_broker_fails_clearly(fake: FakeBroker) -> None:
+    with (Producer(fake.bootstrap, compression="zstd") as producer,
+          pytest.raises(UnsupportedVersionError, match=r"zstd.*topic 't'.*Produce v1")):
+        producer.send("t", b"z").result(5)
+    assert fake.messages("t", 0) == b""
+
+
+def test_headers_must_be_str_and_bytes_pairs(today: FakeBroker) -> None:
+    with Producer(today.bootstrap) as producer:
+        for bad in ([("k", "text")], [(b"k", b"v")], [("k",)], ["kv"]):
+            with pytest.raises(TypeError, match="headers"):
+                producer.send("t", b"v", headers=bad)
+
+
+def test_a_broker_is_asked_what_it_speaks_once_per_connection(today: FakeBroker) -> None:
+    with Producer(today.bootstrap) as producer:
+        for i in range(5):
+            producer.send("t", b"%d" % i).result(5)
+    asked = [r for r in today.requests if r.header.api_key == ApiKey.API_VERSIONS]
+    assert len(asked) == 1
