@@ -15,7 +15,7 @@ import structlog
 from broker.context import BrokerContext
 from broker.frames import Piece, WithFileSlices
 from broker.handlers import HANDLERS
-from broker.kafka import admin_routes, group_routes, records_routes
+from broker.kafka import admin_routes, group_routes, producer_id_routes, records_routes
 from broker.kafka.fetch_encoding import encode_fetch_response
 from broker.kafka.route import Route
 from protocol.apis import REGISTRY
@@ -46,6 +46,7 @@ ROUTES: dict[KafkaApiKey, Route] = {
     K.OFFSET_FETCH: group_routes.OFFSET_FETCH,
     K.LIST_GROUPS: group_routes.LIST_GROUPS,
     K.DESCRIBE_GROUPS: group_routes.DESCRIBE_GROUPS,
+    K.INIT_PRODUCER_ID: producer_id_routes.INIT_PRODUCER_ID,
 }
 assert set(ROUTES) == set(KafkaApiKey) - {K.API_VERSIONS}, "every Kafka API needs a route"
 

@@ -1,11 +1,13 @@
-"""Kafka 0.10.2's API table: every request and response schema the Kafka codec speaks.
+"""Kafka 0.10.2's API table, and InitProducerId v0 of 0.11: every request and response schema
+the Kafka codec speaks.
 
 One ``KafkaApi`` row per API with its version range and two ``Struct`` tables, fields in wire
 order with the versions they exist in, as in Kafka's ``common/message/*.json`` (names in
-snake_case). Exactly the APIs and versions of Apache Kafka 0.10.2 are here, because clients infer
-the broker's release from the ApiVersions table (kafka-python takes Metadata v4 for 0.11 and
-switches to record batches and idempotence): ApiVersions advertises this table and nothing else,
-so nothing unimplemented is ever advertised. Message sets (Produce's and Fetch's records) are
+snake_case). The APIs and versions of Apache Kafka 0.10.2 are here, because clients infer the
+broker's release from the ApiVersions table (kafka-python takes Metadata v4 for 0.11 and
+switches to record batches and idempotence), plus InitProducerId v0, which no client takes for
+a release: ApiVersions advertises this table and nothing else, so nothing unimplemented is ever
+advertised. Message sets (Produce's and Fetch's records) are
 ``RECORDS``: opaque bytes, a memoryview of the frame.
 """
 
@@ -47,6 +49,7 @@ class KafkaApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
 
 
 class KafkaApi:
@@ -379,13 +382,24 @@ DELETE_TOPICS = KafkaApi(
     Struct(F("responses", Array(Struct(F("name", STRING), _ERROR)))),
 )
 
+INIT_PRODUCER_ID = KafkaApi(
+    KafkaApiKey.INIT_PRODUCER_ID, 0, 0,
+    Struct(F("transactional_id", NULLABLE_STRING), F("transaction_timeout_ms", INT32_T)),
+    Struct(
+        F("throttle_time_ms", INT32_T),
+        _ERROR,
+        F("producer_id", INT64_T),
+        F("producer_epoch", INT16_T),
+    ),
+)
+
 #: the table ApiVersions advertises, by key
 KAFKA_APIS: dict[int, KafkaApi] = {
     api.key: api
     for api in (
         PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
         JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS,
-        SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
+        SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID,
     )
 }
 assert set(KAFKA_APIS) == set(KafkaApiKey), "every key needs its schemas"

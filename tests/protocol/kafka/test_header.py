@@ -51,8 +51,11 @@ KAFKA_0_10_2 = [
     (19, 0, 1),  # CreateTopics
     (20, 0, 0),  # DeleteTopics
 ]
-TABLE_BYTES = struct.pack(">i", len(KAFKA_0_10_2)) + b"".join(
-    struct.pack(">hhh", *row) for row in KAFKA_0_10_2
+#: what the listener advertises: 0.10.2's table and InitProducerId v0 (0.11's), from which no
+#: client infers a release
+ADVERTISED = [*KAFKA_0_10_2, (22, 0, 0)]
+TABLE_BYTES = struct.pack(">i", len(ADVERTISED)) + b"".join(
+    struct.pack(">hhh", *row) for row in ADVERTISED
 )
 # librdkafka's opening request: ApiVersions v3, header v2 (client id "rdkafka", no tagged
 # fields), body: compact strings "librdkafka" and "2.3.0", no tagged fields
@@ -63,10 +66,10 @@ FLEXIBLE_API_VERSIONS_V3 = (
 )
 
 
-def test_the_advertised_table_is_exactly_kafka_0_10_2s() -> None:
+def test_the_advertised_table_is_kafka_0_10_2s_and_init_producer_id() -> None:
     assert [
         (row["api_key"], row["min_version"], row["max_version"]) for row in advertised_versions()
-    ] == KAFKA_0_10_2
+    ] == ADVERTISED
 
 
 def test_api_versions_v0_request_and_response() -> None:
