@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,9 @@ from broker.cluster.producer_ids import (
     zookeeper_producer_ids,
 )
 from broker.cluster.zookeeper import ZooKeeper
+from client.network import NetworkClient
+from client.producer_ids import init_producer_id
+from tests.cluster.conftest import Cluster
 
 # ------------------------------------------------------------------------- the data directory
 
@@ -169,3 +173,26 @@ async def test_two_brokers_handing_out_ids_at_once_never_share_one(zk_connect: s
     assert len(set(every)) == len(every) == 2 * (2 * BLOCK_SIZE + 10)
     # each took three whole blocks, so six blocks went, 0..5999
     assert max(every) < 6 * BLOCK_SIZE
+
+
+# ------------------------------------------------------------------------ a real cluster
+
+@pytest.mark.integration
+@pytest.mark.cluster
+@pytest.mark.timeout(90)
+def test_brokers_of_a_cluster_hand_out_ids_from_blocks_of_their_own(
+        make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster(2)
+    handed: dict[int, list[int]] = {}
+    for broker_id, process in cluster.brokers.items():
+        network = NetworkClient(process.bootstrap, request_timeout_ms=10_000)
+        try:
+            got = [init_producer_id(network, 20.0) for _ in range(3)]
+        finally:
+            network.close()
+        assert [g.epoch for g in got] == [0, 0, 0]
+        handed[broker_id] = [g.producer_id for g in got]
+    # each broker claimed one block, in the order they were first asked, and numbers from it
+    assert handed == {0: [0, 1, 2], 1: [1000, 1001, 1002]}
+    assert cluster.json(zk.LATEST_PRODUCER_ID_BLOCK) == {
+        "version": 1, "broker": 1, "block_start": "1000", "block_end": "1999"}

@@ -161,6 +161,37 @@ def test_deny_beats_allow_and_prefixed_acls_apply(raw: RawClient, acls: Acls) ->
     assert latest(raw, acls, "orders-eu") == 1
 
 
+def init_producer_id(raw: RawClient) -> dict[str, Any]:
+    return raw.request(ApiKey.INIT_PRODUCER_ID,
+                       {"transactional_id": None, "transaction_timeout_ms": 60_000})
+
+
+def test_init_producer_id_needs_idempotent_write_or_write_on_any_topic(
+        raw: RawClient, acls: Acls) -> None:
+    """KIP-679: IdempotentWrite on the cluster, or Write on some topic -- one that exists or
+    not, literal or prefixed -- unless a Deny covers it."""
+    refused = init_producer_id(raw)
+    assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert (refused["producer_id"], refused["producer_epoch"]) == (-1, -1)
+    assert "IdempotentWrite" in refused["error_message"] and ANONYMOUS in refused["error_message"]
+    read = binding(Op.READ, name="orders")
+    acls.grant(read)
+    assert init_producer_id(raw)["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    acls.revoke(read)
+    for allowing in (binding(Op.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME),
+                     binding(Op.WRITE, name="orders"),
+                     binding(Op.WRITE, name="orders-", pattern=PatternType.PREFIXED)):
+        acls.grant(allowing)
+        answer = init_producer_id(raw)
+        assert (answer["error_code"], answer["producer_epoch"]) == (0, 0), allowing
+        assert answer["producer_id"] >= 0
+        acls.revoke(allowing)
+    acls.grant(binding(Op.WRITE, name="orders-eu"),
+               binding(Op.WRITE, name="orders-", pattern=PatternType.PREFIXED,
+                       permission=AclPermissionType.DENY))
+    assert init_producer_id(raw)["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 def test_fetch_needs_read_on_the_topic(raw: RawClient, acls: Acls) -> None:
     acls.topic("t")
     acls.grant(binding(Op.WRITE))
