@@ -646,6 +646,7 @@ static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     int bad = 0;
+    int64_t previous_delta = -1; /* deltas increase; compaction leaves gaps between them */
     for (long long i = 0; i < count; i++) {
         int64_t length, ts_delta, offset_delta, klen, vlen, offset, ts = 0;
         if (!read_varint(&p, end, 5, &length) || length < 6 || length > end - p)
@@ -653,9 +654,10 @@ static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssiz
         const unsigned char *rend = p + length;
         p++; /* attributes: unused in v2 */
         if (!read_varint(&p, rend, 10, &ts_delta) || !read_varint(&p, rend, 5, &offset_delta) ||
-            offset_delta != i || !read_varint(&p, rend, 5, &klen))
+            offset_delta <= previous_delta || !read_varint(&p, rend, 5, &klen))
             goto fallback;
-        if (__builtin_add_overflow(base_offset, (int64_t)i, &offset))
+        previous_delta = offset_delta;
+        if (__builtin_add_overflow(base_offset, offset_delta, &offset))
             goto fallback;
         if (ts_override == Py_None && __builtin_add_overflow(base_ts, ts_delta, &ts))
             goto fallback;

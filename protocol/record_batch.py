@@ -362,6 +362,54 @@ def encode_batch(
     return b"".join((head, covered, section))
 
 
+def encode_retained(header: BatchHeader, records: Sequence[BatchRecord]) -> bytes:
+    """The batch ``header`` heads, holding only ``records`` (some of its own): what compaction
+    writes, as Kafka's cleaner does. The base offset, lastOffsetDelta, producer id and epoch,
+    base sequence, partition leader epoch and attributes (codec, timestamp type) are kept, so
+    the batch spans the same offsets and the producer's last sequence stays; each record keeps
+    its offset; the base timestamp becomes the first record's and the max timestamp the largest
+    (with LogAppendTime, the batch's). No records: the header alone, uncompressed, both
+    timestamps the batch's max (Kafka's empty batch)."""
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
+    if records:
+        base_timestamp = records[0].timestamp
+        max_timestamp = (header.max_timestamp if log_append_time
+                         else max(r.timestamp for r in records))
+        raw = b"".join(
+            _encode_record(r.offset - header.base_offset, r.timestamp - base_timestamp, r.key,
+                           r.value, r.headers)
+            for r in records
+        )
+        attributes = header.attributes
+        section = compress(header.codec, raw, magic=MAGIC)
+    else:
+        base_timestamp = max_timestamp = header.max_timestamp
+        attributes = header.attributes & ~CODEC_MASK
+        section = b""
+    covered = _COVERED.pack(attributes, header.last_offset_delta, base_timestamp, max_timestamp,
+                            header.producer_id, header.producer_epoch, header.base_sequence,
+                            len(records))
+    crc = google_crc32c.extend(google_crc32c.value(covered), section)
+    head = struct.pack(">qiibI", header.base_offset, MIN_BATCH_LENGTH + len(section),
+                       header.partition_leader_epoch, MAGIC, crc)
+    return b"".join((head, covered, section))
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
+                   value: bytes | None, headers: Sequence[Header]) -> bytes:
+    """One record, with its length, at any offset delta."""
+    body = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
+    for field in (key, value):
+        body += (b"\x01",) if field is None else (encode_varint(len(field)), field)
+    body.append(encode_varint(len(headers)))
+    for name, content in headers:
+        raw = name.encode("utf-8", "surrogateescape")
+        body += (encode_varint(len(raw)), raw)
+        body += (b"\x01",) if content is None else (encode_varint(len(content)), content)
+    joined = b"".join(body)
+    return encode_varint(len(joined)) + joined
+
+
 # --------------------------------------------------------------------------------------------
 # Reading
 
@@ -417,10 +465,12 @@ def _check_fields(h: BatchHeader) -> None:
             f"record count {h.record_count} is negative", offset=h.base_offset,
             position=h.position,
         )
-    if h.record_count and h.last_offset_delta != h.record_count - 1:
+    # Compaction leaves fewer records than offsets (lastOffsetDelta is kept): fewer is fine,
+    # more cannot be. A produced batch must fill its range (broker.log.batch_validation).
+    if h.record_count > h.last_offset_delta + 1:
         raise MessageFormatError(
-            f"lastOffsetDelta {h.last_offset_delta} does not match the record count "
-            f"{h.record_count} (it should be {h.record_count - 1})",
+            f"lastOffsetDelta {h.last_offset_delta} leaves no room for the record count "
+            f"{h.record_count} (it should be {h.record_count - 1} at least)",
             offset=h.base_offset, position=h.position,
         )
 
@@ -523,15 +573,23 @@ def _records_at(data: bytes, pos: int, header: BatchHeader, limit: int) -> list[
     )
     # positions in the errors count from the batch's start, or in the decompressed records
     origin = 0 if header.attributes & CODEC_MASK else pos
+    inside = " of the decompressed records" if header.attributes & CODEC_MASK else ""
     try:
-        return _parse_records(data, start, end, origin, header.record_count,
-                              header.base_offset, header.base_timestamp, ts_override)
+        records = _parse_records(data, start, end, origin, header.record_count,
+                                 header.base_offset, header.base_timestamp, ts_override)
     except _Malformed as exc:
-        inside = " of the decompressed records" if header.attributes & CODEC_MASK else ""
         raise MessageFormatError(
             str(exc).replace(" at byte ", f" at byte{inside} ", 1),
             offset=header.base_offset, position=header.position,
         ) from None
+    if records and records[-1].offset > header.last_offset:
+        raise MessageFormatError(
+            f"record {len(records) - 1}{inside}: offsetDelta "
+            f"{records[-1].offset - header.base_offset} is past lastOffsetDelta "
+            f"{header.last_offset_delta}",
+            offset=header.base_offset, position=header.position,
+        )
+    return records
 
 
 def _py_parse_records(
@@ -553,6 +611,7 @@ def _py_parse_records(
     append = out.append
     new = tuple.__new__
     varint = _varint
+    previous_delta = -1  # deltas increase; compaction leaves gaps between them
     for i in range(count):
         at = p
         if p >= end:
@@ -601,8 +660,10 @@ def _py_parse_records(
                 p += 2
             else:
                 offset_delta, p = varint(data, p, rend, 5)
-            if offset_delta != i:
-                raise _Malformed(f"offsetDelta {offset_delta}, where {i} belongs")
+            if offset_delta <= previous_delta:
+                raise _Malformed(
+                    f"offsetDelta {offset_delta} does not follow {previous_delta}")
+            previous_delta = offset_delta
             b = data[p]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
@@ -661,7 +722,7 @@ def _py_parse_records(
                 f" (they {taken})"
             )
         append(new(BatchRecord, (
-            base_offset + i,
+            base_offset + offset_delta,
             base_timestamp + ts_delta if ts_override is None else ts_override,
             key, value, headers,
         )))

@@ -113,7 +113,8 @@ and sint64, at most 5 and 10 bytes):
     ("length", "varint", "bytes of the record after this field"),
     ("attributes", "int8", "unused, 0"),
     ("timestampDelta", "varlong", "timestamp - baseTimestamp (may be negative)"),
-    ("offsetDelta", "varint", "offset - baseOffset: 0, 1, ..., recordsCount - 1 in order"),
+    ("offsetDelta", "varint", "offset - baseOffset, increasing: 0, 1, ..., recordsCount - 1 "
+     "as produced, with gaps after compaction"),
     ("keyLength, key", "varint, bytes", "-1 for a null key"),
     ("valueLength, value", "varint, bytes", "-1 for a null value (a tombstone)"),
     ("headersCount", "varint", "then per header: keyLength varint, key (UTF-8), valueLength "
@@ -126,8 +127,10 @@ and sint64, at most 5 and 10 bytes):
 - With log-append time every record's timestamp is `maxTimestamp`.
 - The checks on a batch, as Kafka's: the CRC; `batchLength` at least {MIN_BATCH_LENGTH} (a
   batch that runs past the end of a buffer is a partial one, fetched again); a known codec;
-  `lastOffsetDelta` = `recordsCount` - 1; exactly `recordsCount` records filling the records
-  section (decompressed, for a compressed batch); offset deltas 0..n-1 in order; each record's
+  `recordsCount` at most `lastOffsetDelta` + 1; exactly `recordsCount` records filling the
+  records section (decompressed, for a compressed batch); offset deltas increasing, the last at
+  most `lastOffsetDelta` (a produced batch: 0..n-1, and `lastOffsetDelta` = `recordsCount` - 1;
+  compaction leaves gaps and keeps `lastOffsetDelta`); each record's
   `length` equal to the bytes its fields take; varints no longer than 5 (10) bytes and within
   int32 (int64). An empty batch (`recordsCount` 0) is valid: compaction keeps such batches for
   the producer state they carry.

@@ -5,8 +5,8 @@ The batch is stored as it came but for three header fields the broker owns: the 
 the partition leader epoch -- neither covered by the CRC -- and, with LogAppendTime, the max
 timestamp and the timestamp-type bit, after which the header's CRC is recomputed over the
 unchanged records. Records are never re-encoded. Every batch's records are read (decompressed
-if need be) once, to check them: their count, offset deltas 0..n-1, lengths, and keys for a
-compacted topic.
+if need be) once, to check them: their count, offset deltas 0..n-1 (only compaction leaves
+gaps), lengths, and keys for a compacted topic.
 
 Refused, as Kafka refuses them (a set mixing batches and older entries is ``validation``'s to
 refuse): a control batch (only the broker writes them); a transactional batch (transactions
@@ -54,6 +54,14 @@ def prepare_batches(
             records = record_batch.decode_records(data, header, pos)
         except MessageFormatError as exc:
             raise InvalidMessageError.wrapping(exc) from None
+        if header.last_offset_delta != header.record_count - 1 or (
+            records[-1].offset != header.last_offset
+        ):  # only compaction leaves gaps: a producer's offsets are 0..n-1
+            raise InvalidMessageError(
+                f"a produced batch's offset deltas must be 0..{header.record_count - 1}; "
+                f"lastOffsetDelta is {header.last_offset_delta} and the last record's "
+                f"{records[-1].offset - header.base_offset} (the batch at byte position {pos})",
+                position=pos)
         if keys_required and any(record.key is None for record in records):
             raise KeylessMessageError(f"{_KEYLESS} (the batch at byte position {pos})")
         record_batch.set_base_offset(data, base, pos)

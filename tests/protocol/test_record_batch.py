@@ -296,16 +296,28 @@ def test_a_record_count_the_records_do_not_match() -> None:
     _raises(hand_batch(records, count=-1), MessageFormatError, "record count -1")
 
 
-def test_a_last_offset_delta_that_does_not_match_the_count() -> None:
+def test_a_last_offset_delta_too_small_for_the_count() -> None:
     records = [hand_record(0, 0, None, b"a"), hand_record(1, 0, None, b"b")]
-    exc = _raises(hand_batch(records, last_offset_delta=5), MessageFormatError,
-                  "lastOffsetDelta 5", "record count 2")
+    exc = _raises(hand_batch(records, last_offset_delta=0), MessageFormatError,
+                  "lastOffsetDelta 0", "record count 2")
     assert exc.offset == 0
 
 
-def test_offset_deltas_must_be_0_to_n_minus_1() -> None:
+def test_a_compacted_batch_keeps_its_offset_range_with_gaps_between_records() -> None:
+    # what compaction leaves: records 1 and 4 of five, lastOffsetDelta still 4
+    records = [hand_record(1, 0, b"k", b"a"), hand_record(4, 0, b"j", b"b")]
+    (batch,) = decode_batches(hand_batch(records, last_offset_delta=4))
+    assert [r.offset for r in batch.records] == [1, 4]
+    assert batch.header.last_offset == 4 and batch.header.record_count == 2
+
+
+def test_offset_deltas_must_increase_and_stay_within_the_last_offset_delta() -> None:
+    records = [hand_record(2, 0, None, b"a"), hand_record(2, 0, None, b"b")]
+    _raises(hand_batch(records, last_offset_delta=3), MessageFormatError, "record 1",
+            "offsetDelta 2 does not follow 2")
     records = [hand_record(0, 0, None, b"a"), hand_record(2, 0, None, b"b")]
-    _raises(hand_batch(records), MessageFormatError, "record 1", "offsetDelta 2, where 1")
+    _raises(hand_batch(records), MessageFormatError, "record 1", "offsetDelta 2 is past "
+            "lastOffsetDelta 1")
 
 
 def test_a_bad_varint_is_named() -> None:
