@@ -20,7 +20,7 @@ import logging
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, overload
 
 from client.durations import seconds_text
@@ -187,16 +187,11 @@ def _v1_codec(codec: BatchCodec, batch: ProducerBatch) -> Codec:
 
 
 def encode_for(batches: Sequence[ProducerBatch], codec: BatchCodec, magic: int) -> bytes:
-    """The ``records`` of one partition of a Produce request: each batch's message set,
-    concatenated (v1); or, as Produce v2 takes one record batch per partition, one batch of
-    all their records -- encoded once, and only then when there are several."""
-    if magic != MAGIC or len(batches) == 1:
-        return b"".join([b.encode(codec, magic) for b in batches])
-    first = batches[0]
-    return encode_batch(
-        list(chain.from_iterable(b.records for b in batches)), codec=codec,
-        producer_id=first.producer_id, producer_epoch=first.producer_epoch,
-        base_sequence=first.base_sequence)
+    """The ``records`` of one partition of a Produce request: each batch as a message set
+    (v1) or as one record batch (magic 2), concatenated. Each is encoded once, so the record
+    batches stay those an idempotent producer numbers one by one (producer id, epoch, base
+    sequence per batch)."""
+    return b"".join([b.encode(codec, magic) for b in batches])
 
 
 class RecordFuture:

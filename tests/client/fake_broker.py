@@ -61,16 +61,18 @@ class PartitionLog:
         return base
 
     def _append_batch(self, records: bytes) -> int:
-        """One record batch (Produce v2), checked as a broker checks it, its base offset set."""
+        """Record batches (Produce v2), checked as a broker checks them, base offsets set."""
         batches = list(decode_batches(records))
-        if len(batches) != 1 or batches[0].header.size != len(records):
-            raise ProtocolError("a produced record batch must be one whole batch")
+        if not batches or batches[-1].header.end != len(records):
+            raise ProtocolError("partial or empty set of record batches")
         base = self.next_offset
         buf = bytearray(records)
-        set_base_offset(buf, base)
-        last = base + batches[0].header.last_offset_delta
-        self.entries.append((base, last, len(self.data)))
-        self.next_offset = last + 1
+        for batch in batches:
+            header = batch.header
+            set_base_offset(buf, self.next_offset, header.position)
+            last = self.next_offset + header.last_offset_delta
+            self.entries.append((self.next_offset, last, len(self.data) + header.position))
+            self.next_offset = last + 1
         self.data += buf
         return base
 
