@@ -6,7 +6,10 @@ map is full it stops, the pass cleans only up to the last offset it mapped, and 
 continues from there (Kafka's dedupe buffer), so memory stays bounded however many keys.
 ``write_cleaned`` copies the closed segments, in groups that fit one segment, into ``.cleaned``
 files, leaving out every message whose key has a newer offset and every tombstone (null value)
-older than ``delete_retention_ms``; offsets are kept, so gaps appear. The caller then swaps the
+older than ``delete_retention_ms``; offsets are kept, so gaps appear. Entries of every magic
+are cleaned alike: a v1 wrapper or a record batch that loses messages is written again around
+the rest, with the same codec; a record batch keeps its offset range and producer fields, and
+one left empty stays, as a header, while it is its producer's last. The caller then swaps the
 cleaned segments in with one replacement of the segment list, guarded on disk by a manifest
 (``finish_interrupted_swap`` completes a swap a crash interrupted), so readers and restarts see
 the old segments or the new ones, never a mix.
@@ -15,18 +18,21 @@ the old segments or the new ones, never a mix.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.log import layout
+from broker.log.errors import CorruptSegmentError
 from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.segment import Segment
+from protocol import record_batch
 from protocol.compression import Codec, compress
-from protocol.entry_scan import scan_entries
-from protocol.messageset import Entry, encode_message, open_wrapper
+from protocol.entry_scan import entry_size_at, scan_entries
+from protocol.messageset import Entry, encode_message, open_wrapper, read_entries
 
 _WRITE_CHUNK = 1 << 20
+_READ_CHUNK = 1 << 20
 
 
 def dirty_ratio(closed: Sequence[Segment], cleaner_checkpoint: int) -> tuple[float, int]:
@@ -38,6 +44,38 @@ def dirty_ratio(closed: Sequence[Segment], cleaner_checkpoint: int) -> tuple[flo
 
 def _messages(entry: Entry) -> list[Entry]:
     return open_wrapper(entry) if entry.codec is not Codec.NONE else [entry]
+
+
+def stored_entries(segment: Segment) -> Iterator[tuple[int, bytes]]:
+    """Every entry of ``segment`` -- v0 or v1 message, wrapper or record batch -- with its
+    magic, as stored, reading in chunks."""
+    pos = 0
+    while pos < segment.size:
+        buf = segment.file.pread(min(_READ_CHUNK, segment.size - pos), pos)
+        scan = scan_entries(buf, verify_crc=False)
+        if not scan.positions:  # one entry larger than a chunk, or damage
+            need = entry_size_at(buf, 0)
+            if need is not None and need <= segment.size - pos:
+                buf = segment.file.pread(need, pos)
+                scan = scan_entries(buf, verify_crc=False)
+            if not scan.positions:
+                raise CorruptSegmentError(
+                    f"{segment.path(layout.LOG)}: no whole entry at position {pos}"
+                    + (f": {scan.error}" if scan.error else ""))
+        for at, size, magic in zip(scan.positions, scan.sizes, scan.magics, strict=True):
+            yield magic, buf[at : at + size]
+        pos += scan.end
+
+
+def _keyed(magic: int, raw: bytes) -> tuple[int, list[tuple[int, bytes | None]]]:
+    """The last offset an entry holds, and the offset and key of each of its messages."""
+    if magic == record_batch.MAGIC:
+        header = record_batch.read_batch_header(raw)
+        assert header is not None  # stored whole
+        records = record_batch.decode_records(raw, header)
+        return header.last_offset, [(r.offset, r.key) for r in records]
+    (entry,), _ = read_entries(raw)
+    return entry.offset, [(m.offset, m.key) for m in _messages(entry)]
 
 
 # What one key costs in the offset map, besides its bytes: a CPython dict slot, the key's bytes
@@ -69,13 +107,13 @@ def offset_map(dirty: Iterable[Segment], start: int = 0, max_bytes: int | None =
     result = OffsetMap()
     latest = result.latest
     for segment in dirty:
-        for entry, _raw in segment.entries():
-            if entry.offset < start:  # a wrapper bears its last offset: all of it is below
+        for magic, raw in stored_entries(segment):
+            last, messages = _keyed(magic, raw)
+            if last < start:  # a wrapper or batch bears its last offset: all of it is below
                 continue
-            for message in _messages(entry):
-                if message.offset < start:
+            for offset, key in messages:
+                if offset < start:
                     continue
-                key = message.key
                 if key is not None and key not in latest:
                     cost = map_entry_bytes(key)
                     if max_bytes is not None and latest and result.size_bytes + cost > max_bytes:
@@ -83,8 +121,8 @@ def offset_map(dirty: Iterable[Segment], start: int = 0, max_bytes: int | None =
                         return result
                     result.size_bytes += cost
                 if key is not None:
-                    latest[key] = message.offset
-                result.end = message.offset
+                    latest[key] = offset
+                result.end = offset
     return result
 
 
@@ -114,10 +152,13 @@ def write_cleaned(
     delete_horizon_ms: int,
     index_interval_bytes: int,
     upto: int | None = None,
+    producers_last: Mapping[int, int] | None = None,
 ) -> Segment:
     """The compacted copy of ``group`` as one ``.cleaned`` segment, sealed and on disk. Only
     messages at or below ``upto`` (the end of a bounded offset map) are considered; those above
-    it are copied as they are, for a later pass whose map covers them."""
+    it are copied as they are, for a later pass whose map covers them. ``producers_last``: the
+    last offset of each producer id in the partition's producer state, whose batch ending
+    there stays even when no record of it does."""
     first = group[0]
     cleaned = Segment.create(
         first.directory, first.base_offset, index_interval_bytes, suffix=layout.CLEANED
@@ -125,8 +166,12 @@ def write_cleaned(
     buffer = bytearray()
     for segment in group:
         drop_tombstones = segment.last_modified_ms() < delete_horizon_ms
-        for entry, raw in segment.entries():
-            kept = _retained(entry, raw, latest, drop_tombstones, upto)
+        for magic, raw in stored_entries(segment):
+            if magic == record_batch.MAGIC:
+                kept = _retained_batch(raw, latest, drop_tombstones, upto, producers_last or {})
+            else:
+                (entry,), _ = read_entries(raw)
+                kept = _retained(entry, raw, latest, drop_tombstones, upto)
             if kept is not None:
                 buffer += kept
                 if len(buffer) >= _WRITE_CHUNK:
@@ -155,13 +200,7 @@ def _retained(
     surviving inner messages (same codec, same offsets), or nothing."""
 
     def keep(message: Entry) -> bool:
-        if message.key is None:  # written before the log was compacted: nothing to match
-            return True
-        if upto is not None and message.offset > upto:  # past the map: its keys are unknown
-            return True
-        if latest.get(message.key, -1) > message.offset:
-            return False
-        return not (message.value is None and drop_tombstones)
+        return _keeps(message.offset, message.key, message.value, latest, drop_tombstones, upto)
 
     if entry.codec is Codec.NONE:
         return raw if keep(entry) else None
@@ -187,6 +226,51 @@ def _retained(
         attributes=entry.attributes,
         magic=entry.magic,
     )
+
+
+def _keeps(
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    latest: dict[bytes, int],
+    drop_tombstones: bool,
+    upto: int | None,
+) -> bool:
+    """Whether the message at ``offset`` survives: no newer offset of its key, and not a
+    tombstone past its retention."""
+    if key is None:  # written before the log was compacted: nothing to match
+        return True
+    if upto is not None and offset > upto:  # past the map: its keys are unknown
+        return True
+    if latest.get(key, -1) > offset:
+        return False
+    return not (value is None and drop_tombstones)
+
+
+def _retained_batch(
+    raw: bytes,
+    latest: dict[bytes, int],
+    drop_tombstones: bool,
+    upto: int | None,
+    producers_last: Mapping[int, int],
+) -> bytes | None:
+    """The bytes of the record batch ``raw`` that survive: all of it, unchanged; a new batch
+    of its surviving records (``record_batch.encode_retained``: same offsets, producer fields
+    and codec); or nothing. A batch left without records stays, as its header alone, when it
+    is the last of a producer the partition still tracks: the producer's sequence and epoch
+    must survive, or its next batch would be refused as out of sequence (Kafka's cleaner
+    keeps the same batches)."""
+    header = record_batch.read_batch_header(raw)
+    assert header is not None  # stored whole
+    records = record_batch.decode_records(raw, header)
+    kept = [r for r in records if _keeps(r.offset, r.key, r.value, latest, drop_tombstones, upto)]
+    if not kept and not (
+        header.producer_id >= 0 and producers_last.get(header.producer_id) == header.last_offset
+    ):
+        return None
+    if len(kept) == len(records):
+        return raw
+    return record_batch.encode_retained(header, kept)
 
 
 def finish_interrupted_swap(directory: Path) -> None:

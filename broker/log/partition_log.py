@@ -1001,6 +1001,10 @@ class PartitionLog:
             closed = segments.closed
             checkpoint = self._cleaner_checkpoint
             truncations = self._truncations
+            producers_last = {
+                pid: entry.last_offset
+                for pid, entry in self._producers.active_producers().items()
+            }
         ratio, dirty = compaction.dirty_ratio(closed, checkpoint)
         if not dirty or (check_ratio and ratio < config.min_cleanable_dirty_ratio):
             return None
@@ -1016,7 +1020,8 @@ class PartitionLog:
             for group in compaction.groups(closed, config.segment_bytes):
                 cleaned.append(
                     compaction.write_cleaned(
-                        group, mapped.latest, horizon, config.index_interval_bytes, upto
+                        group, mapped.latest, horizon, config.index_interval_bytes, upto,
+                        producers_last,
                     )
                 )
             with self._lock:
