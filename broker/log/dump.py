@@ -1,13 +1,20 @@
-"""``odradek log dump``: print what a segment or index file holds, like Kafka's DumpLogSegments.
+"""``odradek log dump``: print what a segment, index or producer-state snapshot file holds,
+like Kafka's DumpLogSegments.
 
     python -m broker.log.dump PATH... [--print-data] [--deep] [--json]
 
-For a ``.log`` file, one line per entry: offset, position, size, CRC and whether it matches,
-magic, codec, timestamp type and value, key and value sizes; ``--print-data`` adds the key and
-value, ``--deep`` lists the inner messages of compressed wrappers. ``.index`` and ``.timeindex``
-files list their entries and are checked against the ``.log`` beside them. Damage does not stop
-the dump: an entry with a bad CRC is shown as invalid, and where the bytes stop making sense the
-dump says so and where that is. ``--json`` prints one JSON object per line instead.
+For a ``.log`` file, one line per entry: for a v0/v1 message or wrapper its offset, position,
+size, CRC and whether it matches, magic, codec, timestamp type and value, key and value sizes;
+for a record batch (magic 2) its base and last offsets, position, size, CRC-32C and whether it
+matches, codec, timestamp type, base and max timestamps, record count, producer id, epoch and
+base sequence, partition leader epoch. ``--print-data`` adds the key and value of plain
+messages; ``--deep`` lists the inner messages of compressed wrappers and the records of every
+batch (offset, timestamp, key and value sizes, headers; with ``--print-data`` keys and values
+too). ``.index`` and ``.timeindex`` files list their entries and are checked against the
+``.log`` beside them; ``.snapshot`` files list the producers they hold, each with its last
+batches. Damage does not stop the dump: an entry with a bad CRC is shown as invalid, and where
+the bytes stop making sense the dump says so and where that is. ``--json`` prints one JSON
+object per line instead.
 
 Exit status: 0 when every file is sound, 1 when damage was found, 2 when a file cannot be read.
 """
@@ -24,8 +31,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from broker.log import layout
+from broker.log import layout, producer_state
 from broker.log.index import OffsetIndex, TimeIndex
+from protocol import record_batch
 from protocol.compression import Codec
 from protocol.entry_scan import entry_size_at, scan_entries
 from protocol.errors import MessageFormatError
@@ -118,6 +126,73 @@ def _inner_crc_valid(message: Entry) -> bool:
     return int.from_bytes(body[12:16], "big") == message.crc
 
 
+def _batch_fields(raw: bytes, position: int) -> dict[str, Any]:
+    """A record batch's header as the dump shows it."""
+    header = record_batch.read_batch_header(raw, base_position=position)
+    assert header is not None  # the walk found it whole
+    return {
+        "base_offset": header.base_offset,
+        "last_offset": header.last_offset,
+        "position": position,
+        "size": header.size,
+        "crc": f"{header.crc:#010x}",
+        "valid": record_batch.crc32c(raw[record_batch.ATTRIBUTES_AT :]) == header.crc,
+        "magic": header.magic,
+        "codec": header.codec.name.lower(),
+        "timestamp_type": _TIMESTAMP_TYPE_NAMES[header.timestamp_type],
+        "base_timestamp": header.base_timestamp,
+        "max_timestamp": header.max_timestamp,
+        "count": header.record_count,
+        "producer_id": header.producer_id,
+        "producer_epoch": header.producer_epoch,
+        "base_sequence": header.base_sequence,
+        "partition_leader_epoch": header.partition_leader_epoch,
+        "transactional": header.is_transactional,
+        "control": header.is_control,
+    }
+
+
+def _record_fields(record: record_batch.BatchRecord, args: argparse.Namespace) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "kind": "record",
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key_size": -1 if record.key is None else len(record.key),
+        "value_size": -1 if record.value is None else len(record.value),
+    }
+    headers = [{"key": name, **_data_fields("value", value, args.json)}
+               for name, value in record.headers]
+    if args.json:
+        fields["headers"] = headers
+    else:  # one word: name=value,...
+        fields["headers"] = ",".join(
+            f"{h['key']}={_human(h['value'])}" for h in headers) or "none"
+    if args.print_data:
+        fields.update(_data_fields("key", record.key, args.json))
+        fields.update(_data_fields("value", record.value, args.json))
+    return fields
+
+
+def _dump_batch(
+    raw: bytes, position: int, args: argparse.Namespace
+) -> tuple[dict[str, Any], str | None]:
+    """A batch's fields (its records with ``--deep``) and what is wrong with it, if anything."""
+    fields = _batch_fields(raw, position)
+    problem = None
+    if not fields["valid"]:
+        problem = f"CRC-32C mismatch in the batch at base offset {fields['base_offset']}"
+    try:
+        header = record_batch.read_batch_header(raw, base_position=position)
+        assert header is not None
+        records = record_batch.decode_records(raw, header)
+    except MessageFormatError as exc:
+        fields["error"] = str(exc)
+        return fields, problem or str(exc)
+    if args.deep:
+        fields["inner"] = [_record_fields(r, args) for r in records]
+    return fields, problem
+
+
 class _Damage(NamedTuple):
     position: int
     problem: str
@@ -161,6 +236,13 @@ def dump_log(path: Path, args: argparse.Namespace, printer: _Printer) -> bool:
                 damage = damage or item
                 continue
             raw, position = item
+            if raw[record_batch.MAGIC_AT] == record_batch.MAGIC:
+                fields, problem = _dump_batch(raw, position, args)
+                entries += 1
+                messages += fields["count"]
+                damage = damage or (None if problem is None else (position, problem))
+                printer.record({"kind": "batch", "file": str(path), **fields})
+                continue
             valid = crc32(raw[16:]) == struct.unpack_from(">I", raw, 12)[0]
             (entry,), _ = read_entries(raw, verify_crc=False, base_position=position)
             fields = _message_fields(entry, valid, args)
@@ -203,6 +285,31 @@ def dump_log(path: Path, args: argparse.Namespace, printer: _Printer) -> bool:
         return damage is None
     finally:
         os.close(fd)
+
+
+def dump_snapshot(path: Path, printer: _Printer) -> bool:
+    """Dump a producer-state ``.snapshot`` file: one line per producer, its last batches
+    under it; False when the file is not a sound snapshot."""
+    data = path.read_bytes()
+    damage = None
+    try:
+        producers = producer_state.decode_snapshot(data, str(path))
+    except producer_state.CorruptSnapshotError as exc:
+        producers, damage = {}, str(exc)
+    for row in producer_state.describe(producers):
+        if printer.as_json:
+            printer.record({"kind": "producer", "file": str(path), **row})
+        else:
+            batches = row.pop("batches")
+            assert isinstance(batches, list)
+            printer.record({**row, "inner": batches})
+    if printer.as_json:
+        printer.record({"kind": "summary", "file": str(path), "producers": len(producers),
+                        "bytes": len(data), "damage": damage})
+    else:
+        printer.text(f"producers: {len(producers)} bytes: {len(data)}")
+        printer.text("no damage" if damage is None else f"damage: {damage}")
+    return damage is None
 
 
 def dump_index(path: Path, base_offset: int, suffix: str, printer: _Printer) -> bool:
@@ -273,12 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="odradek log dump",
         description="Print the entries of log segment (.log) and index (.index, .timeindex) "
-        "files, and where any damage starts.",
+        "files and the producers of producer-state snapshots (.snapshot), and where any damage "
+        "starts.",
     )
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     parser.add_argument("--print-data", action="store_true", help="print keys and values")
     parser.add_argument(
-        "--deep", action="store_true", help="list the inner messages of compressed wrappers"
+        "--deep", action="store_true",
+        help="list the inner messages of compressed wrappers and the records of record batches",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args(argv)
@@ -293,10 +402,12 @@ def main(argv: list[str] | None = None) -> int:
                 sound = dump_log(path, args, printer)
             elif suffix in (layout.INDEX, layout.TIME_INDEX) and parsed is not None:
                 sound = dump_index(path, parsed[0], suffix, printer)
+            elif path.suffix == producer_state.SNAPSHOT_SUFFIX:
+                sound = dump_snapshot(path, printer)
             else:
                 print(
-                    f"odradek log dump: {path}: not a .log, .index or .timeindex file "
-                    "named by its base offset",
+                    f"odradek log dump: {path}: not a .log, .index, .timeindex or .snapshot "
+                    "file named by its base offset",
                     file=sys.stderr,
                 )
                 return 2
