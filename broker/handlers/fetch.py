@@ -12,6 +12,11 @@ or until its client closes the connection, which ends the fetch at once. A follo
 reported: DeleteRecords waits for the follower to move its own (the low watermark), and wakes
 the fetches parked on the partition.
 
+A consumer's fetch below v4 cannot take record batches (magic 2): a range holding one is
+down-converted to magic 1 (broker/handlers/fetch_conversion.py), or to magic 0 when the Kafka
+listener sets ``READER_MAGIC`` so for its Fetch v0-1 readers. Followers and v4 readers get the
+stored bytes.
+
 A debugging read (replica_id -2, Kafka's ``DebuggingConsumerId``) is answered from this
 broker's own replica, leader or follower, up to that replica's high watermark: replica
 verification (tooling/replica_verification.py) reads every replica of a partition so.
@@ -25,6 +30,7 @@ fetched bytes count against its fetch quota: over it, the response (v2: with
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -34,6 +40,7 @@ from broker.client_connection import CLIENT_CONNECTION
 from broker.context import BrokerContext
 from broker.error_codes import error_code_for
 from broker.frames import WithFileSlices, sendable
+from broker.handlers.fetch_conversion import for_reader
 from broker.log import ReadResult
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from protocol.acls import ResourceType
@@ -45,6 +52,11 @@ from protocol.wire import Request
 log = structlog.get_logger(__name__)
 
 NO_DATA = ReadResult(None, 0, 0, -1)
+#: the magic a reader below Fetch v4 takes record batches in: 1, but 0 for Kafka's Fetch v0-1,
+#: which the Kafka listener sets around those requests (no native request can ask for it)
+READER_MAGIC: ContextVar[int] = ContextVar("fetch_reader_magic", default=1)
+#: the first Fetch version whose readers take record batches as stored
+BATCHES_FROM_VERSION = 4
 
 
 async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFileSlices:
@@ -60,9 +72,11 @@ async def fetch(ctx: BrokerContext, request: Request) -> dict[str, Any] | WithFi
     deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
     partitions = [TopicPartition(t["name"], p["partition"])
                   for t in body["topics"] for p in t["partitions"]]
+    to_magic = (None if replica_id >= 0 or version >= BATCHES_FROM_VERSION
+                else READER_MAGIC.get())
     while True:
         topics, available, failed = _read(ctx, body["topics"], max(0, body["max_bytes"]),
-                                          replica_id, version, denied)
+                                          replica_id, version, denied, to_magic)
         if (
             available >= body["min_bytes"]
             or failed
@@ -97,8 +111,10 @@ def _response(topics: list[dict[str, Any]], throttle_ms: int | None
     slices = False
     for entry in topics:
         for partition in entry["partitions"]:
-            partition["records"] = sendable(partition["records"])
-            slices = slices or isinstance(partition["records"], ReadResult)
+            records = partition["records"]
+            if isinstance(records, ReadResult):
+                partition["records"] = records = sendable(records)
+            slices = slices or isinstance(records, ReadResult)
     body: dict[str, Any] = {"topics": topics}
     if throttle_ms is not None:
         body["throttle_time_ms"] = throttle_ms
@@ -120,9 +136,11 @@ def _behind_log_start(asked: list[dict[str, Any]], answered: list[dict[str, Any]
 def _read(
     ctx: BrokerContext, topics: list[dict[str, Any]], budget: int, replica_id: int = -1,
     version: int = 0, denied: set[str] | frozenset[str] = frozenset(),
+    to_magic: int | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """Read every partition once: (response topics, bytes available, whether any failed).
-    The partitions of ``denied`` topics are answered TOPIC_AUTHORIZATION_FAILED unread."""
+    The partitions of ``denied`` topics are answered TOPIC_AUTHORIZATION_FAILED unread; with
+    ``to_magic``, ranges holding record batches are down-converted to it."""
     available = 0
     failed = False
     out = []
@@ -137,12 +155,13 @@ def _read(
                 result = _result(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 result = _read_partition(ctx, name, p["partition"], p["fetch_offset"], limit,
-                                         replica_id, p.get("log_start_offset", -1))
+                                         replica_id, p.get("log_start_offset", -1), to_magic)
             if version >= 1:
                 result["leader_epochs"] = _epochs_from(ctx, name, p["partition"],
                                                        p["fetch_offset"], replica_id)
             failed = failed or result["error_code"] != ErrorCode.NONE
-            available += result["records"].length
+            records = result["records"]
+            available += records.length if isinstance(records, ReadResult) else len(records)
             partitions.append(result)
         out.append({"name": name, "partitions": partitions})
     return out, available, failed
@@ -150,7 +169,7 @@ def _read(
 
 def _read_partition(
     ctx: BrokerContext, topic: str, partition: int, offset: int, max_bytes: int,
-    replica_id: int = -1, log_start_offset: int = -1,
+    replica_id: int = -1, log_start_offset: int = -1, to_magic: int | None = None,
 ) -> dict[str, Any]:
     try:
         if replica_id != DEBUGGING_REPLICA_ID:  # which any replica answers, leader or not
@@ -170,8 +189,10 @@ def _read_partition(
         high_watermark = plog.high_watermark
         log_start = plog.log_start_offset
         # consumers and debugging reads stop at the high watermark; followers read everything
-        records = plog.read(offset, max_bytes,
-                            max_offset=None if replica_id >= 0 else high_watermark)
+        max_offset = None if replica_id >= 0 else high_watermark
+        read = plog.read(offset, max_bytes, max_offset=max_offset)
+        records = read if to_magic is None else for_reader(plog, read, to_magic, max_bytes,
+                                                             max_offset)
     except Exception as exc:  # an out-of-range offset, a log deleted meanwhile, a disk error
         code = error_code_for(exc)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:

@@ -15,6 +15,7 @@ import structlog
 from broker.context import BrokerContext
 from broker.frames import Piece, WithFileSlices
 from broker.handlers import HANDLERS
+from broker.handlers.fetch import READER_MAGIC
 from broker.kafka import admin_routes, group_routes, producer_id_routes, records_routes
 from broker.kafka.fetch_encoding import encode_fetch_response
 from broker.kafka.route import Route
@@ -58,6 +59,9 @@ async def answer(ctx: BrokerContext, request: KafkaRequest) -> Sequence[Piece]:
     header = RequestHeader(route.native, route.native_version, request.correlation_id,
                            request.client_id)
     handler = (HANDLERS if ctx.metrics is None else ctx.metrics.handlers)[route.native]
+    magic = None
+    if route is records_routes.FETCH:  # its readers take converted batches in their magic
+        magic = READER_MAGIC.set(records_routes.fetch_reader_magic(version))
     try:
         native = Request(header, REGISTRY[route.native], route.request(request.body, version))
         reply = await handler(ctx, native)
@@ -71,6 +75,9 @@ async def answer(ctx: BrokerContext, request: KafkaRequest) -> Sequence[Piece]:
     except Exception as exc:
         log.error("kafka.request_failed", api=request.api.name, exc_info=exc)
         body = route.refusal(request.body, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+    finally:
+        if magic is not None:
+            READER_MAGIC.reset(magic)
     if route is records_routes.FETCH:
         return encode_fetch_response(version, request.correlation_id, body)
     return [encode_frame(encode_response(request.api, version, request.correlation_id, body))]

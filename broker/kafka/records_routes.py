@@ -1,8 +1,10 @@
 """Produce, Fetch and ListOffsets from Kafka's clients, onto the native handlers.
 
-Message sets pass through untouched: Kafka's v0/v1 message format is the one odradek stores
+Message sets pass through untouched: Kafka's message formats are the ones odradek stores
 (docs/message-format.md), so a producer's bytes are validated and appended as the native
-Produce appends them, and a Fetch answers with the stored bytes, from file to socket.
+Produce appends them, and a Fetch answers with the stored bytes, from file to socket -- but
+for a reader below Fetch v4, which gets record batches down-converted as Kafka converts them:
+to magic 1 for v2-3, to magic 0 for v0-1 (v0/v1 entries are passed to both as stored).
 """
 
 from __future__ import annotations
@@ -75,6 +77,12 @@ def _fetch_request(body: Body, version: int) -> Body:
             for t in body["topics"]
         ],
     }
+
+
+def fetch_reader_magic(version: int) -> int:
+    """The magic Kafka converts record batches to for a reader of this Fetch version (below
+    v4): 0 for v0-1, 1 for v2-3."""
+    return 0 if version < 2 else 1
 
 
 def _fetch_response(reply: Body, body: Body, version: int) -> Body:

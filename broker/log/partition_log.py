@@ -81,6 +81,9 @@ class ReadResult(NamedTuple):
     position: int
     length: int
     offset: int  # the offset that was asked for
+    # False when the segment read holds no record batch (magic 2), so readers that cannot take
+    # them get these bytes as they are; True when it may (down-conversion looks)
+    batches: bool = False
 
     def fileno(self) -> int:
         if self.file is None:
@@ -587,7 +590,8 @@ class PartitionLog:
             length = max_bytes
         elif length <= 0:
             return ReadResult(None, 0, 0, offset)
-        return ReadResult(segment.file, position, length, offset)
+        return ReadResult(segment.file, position, length, offset,
+                          segment.holds_batches is not False)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first message whose timestamp is at or after
