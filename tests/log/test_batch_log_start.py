@@ -68,7 +68,8 @@ def test_the_log_start_inside_a_batch(open_log: OpenLog, clock: FakeClock, tmp_p
     with pytest.raises(LogOffsetOutOfRangeError):
         log.read(cut - 1, 100)
     assert log.offset_for_timestamp(EARLIEST) == (cut, -1)
-    assert log.offset_for_timestamp(0)[0] == cut  # never below the log start
+    found = log.offset_for_timestamp(0)
+    assert found is not None and found[0] == cut  # never below the log start
     end = log.log_end_offset
     log.close()
     for reopened in (open_log(log.directory, segment_bytes=1024),
