@@ -53,6 +53,7 @@ from protocol.messageset import (
     CODEC_MASK,
     LOG_OVERHEAD,
     MIN_SIZE,
+    TIMESTAMP_TYPE_BIT,
     Entry,
     TimestampType,
     encode_message,
@@ -222,9 +223,11 @@ def _convert_batch(
     out_codec = Codec.NONE if codec is BatchCodec.ZSTD else Codec(int(codec))
     triples: list[_Triple] = [(r.key, r.value, r.timestamp) for r in records]
     if to_magic == 1:
-        # v2 records' offsets run base..base+n-1 (the decoder insists), as the encoder numbers
-        return encode_message_set(triples, codec=out_codec, base_offset=records[0].offset,
-                                  timestamp_type=timestamp_type), len(triples)
+        if records[-1].offset - records[0].offset == len(records) - 1:
+            # offsets without gaps, as produced: numbered from the first, as the encoder does
+            return encode_message_set(triples, codec=out_codec, base_offset=records[0].offset,
+                                      timestamp_type=timestamp_type), len(triples)
+        return _v1_set_with_gaps(records, out_codec, timestamp_type), len(triples)
     return _v0_set([(r.offset, r.key, r.value) for r in records], out_codec), len(triples)
 
 
@@ -244,6 +247,23 @@ def _entry_to_v0(
              for e in open_wrapper(entry, verify_crc=verify_crc, limit=limit)
              if e.offset >= fetch_offset]
     return (_v0_set(inner, entry.codec), len(inner)) if inner else (b"", 0)
+
+
+def _v1_set_with_gaps(
+    records: Sequence[BatchRecord], codec: Codec, timestamp_type: TimestampType
+) -> bytes:
+    """A v1 message set of a compacted batch's records, each at its own offset; with a codec,
+    one wrapper whose inner offsets are relative to the first and whose own offset is the
+    last one's (magic 1's layout, as compaction writes a v1 wrapper)."""
+    ts_bit = TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+    if codec is Codec.NONE:
+        return b"".join(encode_message(r.offset, r.key, r.value, r.timestamp, attributes=ts_bit)
+                        for r in records)
+    first = records[0].offset
+    inner = b"".join(encode_message(r.offset - first, r.key, r.value, r.timestamp,
+                                    attributes=ts_bit) for r in records)
+    return encode_message(records[-1].offset, None, compress(codec, inner, magic=1),
+                          max(r.timestamp for r in records), attributes=int(codec) | ts_bit)
 
 
 def _v0_set(messages: Sequence[tuple[int, bytes | None, bytes | None]], codec: Codec) -> bytes:

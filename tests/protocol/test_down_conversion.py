@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol import record_batch
 from protocol.compression import BatchCodec, Codec, compress
 from protocol.down_conversion import (
     UNSUPPORTED_COMPRESSION_TYPE,
@@ -36,6 +37,8 @@ from protocol.record_batch import (
     control_record,
     decode_batches,
     encode_batch,
+    encode_retained,
+    read_batch_header,
 )
 from tests.protocol.test_record_batch import hand_batch, hand_record
 
@@ -436,3 +439,44 @@ def test_the_codec_benchmark_measures_down_conversion(capsys: pytest.CaptureFixt
     assert {line["codec"] for line in lines if line["bench"] == "down_conversion"} == {
         "none", "lz4"}
     assert all(line["mb_per_s"] > 0 and line["us_per_fetched_mb"] > 0 for line in lines)
+
+
+# --- compacted batches: gaps between offsets, empty batches ----------------------------------
+
+
+@pytest.mark.parametrize("codec", V1_CODECS, ids=lambda c: c.name.lower())
+@pytest.mark.parametrize("ts_type", [CREATE, APPEND], ids=["create", "append"])
+@pytest.mark.parametrize("to_magic", [1, 0])
+def test_a_compacted_batch_keeps_each_records_offset(
+    codec: BatchCodec, ts_type: TimestampType, to_magic: int,
+) -> None:
+    full = encode_batch([Record(b"k%d" % i, b"v%d" % i, TS + i) for i in range(6)],
+                        base_offset=200, codec=codec, timestamp_type=ts_type)
+    header = read_batch_header(full)
+    assert header is not None
+    (batch,) = decode_batches(full)
+    kept = [batch.records[i] for i in (1, 2, 4)]
+    data = encode_retained(header, kept) + encode_batch([Record(b"z", b"after", TS)],
+                                                        base_offset=206)
+    result = convert(data, to_magic=to_magic, fetch_offset=201)
+    got = messages(result.records)
+    assert [(m.offset, m.key, m.value) for m in got] == [
+        (201, b"k1", b"v1"), (202, b"k2", b"v2"), (204, b"k4", b"v4"), (206, b"z", b"after")]
+    if to_magic == 1:
+        expected_ts = TS + 5 if ts_type is APPEND else None
+        assert [m.timestamp for m in got[:3]] == (
+            [expected_ts] * 3 if expected_ts else [TS + 1, TS + 2, TS + 4])
+    assert result.next_offset == 207
+
+
+def test_an_empty_batch_compaction_left_converts_to_nothing_and_is_passed_over() -> None:
+    full = encode_batch([Record(b"k", b"v", TS)] * 3, base_offset=10, producer_id=4,
+                        producer_epoch=0, base_sequence=0)
+    header = read_batch_header(full)
+    assert header is not None
+    data = encode_retained(header, []) + encode_batch([Record(b"k", b"w", TS)], base_offset=13)
+    result = convert(data, fetch_offset=10)
+    assert [(m.offset, m.value) for m in messages(result.records)] == [(13, b"w")]
+    empty_only = convert(encode_retained(header, []), fetch_offset=10)
+    assert (empty_only.records, empty_only.converted) == (b"", 0)
+    assert empty_only.consumed == record_batch.HEADER_BYTES
