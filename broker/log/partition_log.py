@@ -1150,7 +1150,8 @@ def _batch_offset_for(batch: bytes, timestamp_ms: int) -> tuple[int, int]:
     after ``timestamp_ms``, and its timestamp; with LogAppendTime, the batch's first."""
     header = record_batch.read_batch_header(batch)
     assert header is not None  # stored whole
-    if header.attributes & record_batch.TIMESTAMP_TYPE_BIT:
+    if (header.attributes & record_batch.TIMESTAMP_TYPE_BIT
+            and header.record_count == header.last_offset_delta + 1):  # not compacted
         return header.base_offset, header.max_timestamp
     for record in record_batch.decode_records(batch, header):
         if record.timestamp >= timestamp_ms:

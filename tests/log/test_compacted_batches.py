@@ -306,3 +306,38 @@ def test_a_produced_batch_with_gaps_between_its_offsets_is_refused(open_log: Ope
     result = log.append_as_follower(record_batch.with_base_offset(gapped, 0), leader_epoch=0)
     assert (result.first_offset, result.last_offset) == (0, 2)
     assert [r[0] for r in read_rows(log)] == [0, 2]
+
+
+def test_a_bounded_key_map_over_batches_gives_the_same_log_in_several_passes(
+    open_log: OpenLog, clock: FakeClock, tmp_path: Path
+) -> None:
+    """The map fills in the middle of a batch: records past its end are kept for the next
+    pass, which finishes the job."""
+    from broker.log import compaction
+
+    unbounded = compacted_log(open_log, tmp_path / "u-0")
+    bounded = open_log(tmp_path / "b-0", **{
+        **SETTINGS, "cleaner_dedupe_buffer_bytes": 4 * compaction.map_entry_bytes(b"k0")})
+    for log in (unbounded, bounded):
+        _mixed_appends(log, clock.ms)
+        log.roll()
+        assert log.compact()
+    assert read_rows(bounded) == read_rows(unbounded)
+    assert batches(bounded) == batches(unbounded)
+
+
+def test_a_log_append_time_batch_keeps_its_timestamp_type_and_time(
+    open_log: OpenLog, clock: FakeClock
+) -> None:
+    log = open_log(**{**SETTINGS, "message_timestamp_type": "LogAppendTime"})
+    log.append(v2([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], 5, BatchCodec.SNAPPY))
+    clock.advance(10)
+    log.append(v2([(b"a", b"2")], 5))
+    log.roll()
+    assert log.compact()
+    first = header(batches(log)[0])
+    assert first.timestamp_type.name == "LOG_APPEND_TIME"
+    assert first.max_timestamp == clock.ms - 10_000 and first.record_count == 2
+    assert first.codec is BatchCodec.SNAPPY
+    assert [(r[0], r[1]) for r in read_rows(log)] == [(1, b"b"), (2, b"c"), (3, b"a")]
+    assert log.offset_for_timestamp(clock.ms - 10_000) == (1, clock.ms - 10_000)
