@@ -11,20 +11,25 @@ gaps), lengths, and keys for a compacted topic.
 Refused, as Kafka refuses them (a set mixing batches and older entries is ``validation``'s to
 refuse): a control batch (only the broker writes them); a transactional batch (transactions
 are not supported); a batch of no records; an idempotent batch (producer id >= 0) without a
-sequence, or not alone in its set (the producer-state check of one batch must not depend on
-another not yet written); a batch claiming LogAppendTime.
+sequence; a set of an idempotent producer's batches that are not one producer's and epoch,
+numbered on from each other (the producer state checks the first, the rest follow from it); a
+batch claiming LogAppendTime.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from broker.log.errors import (
     InvalidMessageError,
     KeylessMessageError,
+    ProducerSequenceError,
     ProducerTimestampTypeError,
 )
+from broker.log.producer_state import in_sequence
 from protocol import record_batch
 from protocol.entry_scan import Scan
-from protocol.errors import MessageFormatError
+from protocol.errors import ErrorCode, MessageFormatError
 from protocol.record_batch import BatchHeader
 
 _KEYLESS = "a compacted log cannot accept a record without a key"
@@ -49,7 +54,7 @@ def prepare_batches(
     for i, pos in enumerate(scan.positions):
         header = record_batch.read_batch_header(data, pos)
         assert header is not None  # the scan found it whole
-        _check(header, len(scan.positions), pos)
+        _check(header, pos)
         try:
             records = record_batch.decode_records(data, header, pos)
         except MessageFormatError as exc:
@@ -74,11 +79,13 @@ def prepare_batches(
         headers.append(written)
         offsets.append(written.last_offset)
         base = written.last_offset + 1
+    if len(headers) > 1 and any(header.producer_id >= 0 for header in headers):
+        _check_sequences(headers, scan.positions)
     entries = scan._replace(offsets=offsets, timestamps=timestamps)
     return data, entries, headers
 
 
-def _check(header: BatchHeader, batches: int, pos: int) -> None:
+def _check(header: BatchHeader, pos: int) -> None:
     where = f"(the batch at byte position {pos})"
     if header.is_control:
         raise InvalidMessageError(f"clients must not write control batches {where}",
@@ -93,14 +100,28 @@ def _check(header: BatchHeader, batches: int, pos: int) -> None:
     if header.attributes & record_batch.TIMESTAMP_TYPE_BIT:
         raise ProducerTimestampTypeError(
             f"a producer must not set the timestamp type LogAppendTime (attributes bit 3) {where}")
-    if header.producer_id >= 0:
-        if header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidMessageError(
+            f"producer id {header.producer_id} sent base sequence {header.base_sequence}: "
+            f"an idempotent batch needs a sequence number {where}", position=pos)
+
+
+def _check_sequences(headers: list[BatchHeader], positions: Sequence[int]) -> None:
+    """Several batches of an idempotent producer in one set (a producer sending what queued
+    for a partition in one request) must be one producer's, of one epoch, numbered on from
+    each other: the producer state checks the first, and the rest follow from it."""
+    first = headers[0]
+    for previous, header, pos in zip(headers, headers[1:], positions[1:], strict=False):
+        if (header.producer_id, header.producer_epoch) != (first.producer_id,
+                                                           first.producer_epoch):
             raise InvalidMessageError(
-                f"producer id {header.producer_id} sent base sequence {header.base_sequence}: "
-                f"an idempotent batch needs a sequence number {where}", position=pos)
-        if batches > 1:
-            raise InvalidMessageError(
-                f"an idempotent batch (producer id {header.producer_id}) must be the only one "
-                f"of its partition in a produce request; this set holds {batches} {where}",
-                position=pos)
+                f"the batches of one produced set must be one producer's: producer id "
+                f"{header.producer_id} epoch {header.producer_epoch} follows producer id "
+                f"{first.producer_id} epoch {first.producer_epoch} (the batch at byte position "
+                f"{pos})", position=pos)
+        if not in_sequence(previous.last_sequence, header.base_sequence):
+            raise ProducerSequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {header.producer_id}: sequence {header.base_sequence} does not follow "
+                f"{previous.last_sequence} within one produced set (the batch at byte position "
+                f"{pos})")
 

@@ -46,14 +46,15 @@ from broker.log.errors import (
 )
 from broker.log.index import MAX_RELATIVE_OFFSET
 from broker.log.leader_epochs import LeaderEpochCache
-from broker.log.producer_state import Duplicate, ProducerStates, Reject
+from broker.log.producer_state import BatchMetadata, Duplicate, ProducerStates, Reject
 from broker.log.segment import Segment, SegmentFile
 from broker.log.segment_list import SegmentList
 from broker.log.validation import largest_entry_bytes, prepare_append
 from protocol import record_batch
 from protocol.entry_scan import Scan, scan_entries
-from protocol.errors import MessageFormatError
+from protocol.errors import ErrorCode, MessageFormatError
 from protocol.messageset import CODEC_MASK, TIMESTAMP_TYPE_BIT, open_wrapper, read_entries
+from protocol.record_batch import BatchHeader
 
 log = structlog.get_logger(__name__)
 
@@ -369,20 +370,17 @@ class PartitionLog:
                 ),
             )
             idempotent = [b for b in prepared.batches if b.producer_id >= 0]
-            if idempotent:  # alone in its set (validation): nothing else is written with it
-                checked = self._producers.check(idempotent[0])
-                if isinstance(checked, Duplicate):
-                    original = checked.original
-                    log.info("log.duplicate_batch", directory=str(self._directory),
+            if idempotent:
+                retried = self._check_producer(idempotent)
+                if retried is not None:
+                    log.info("log.duplicate_batches", directory=str(self._directory),
                              producer_id=idempotent[0].producer_id,
-                             first_sequence=original.first_sequence,
-                             first_offset=original.first_offset)
+                             first_sequence=idempotent[0].base_sequence,
+                             first_offset=retried.first_offset, batches=len(idempotent))
                     return AppendResult(
-                        original.first_offset, original.last_offset,
-                        original.timestamp if append_time is not None else -1,
+                        retried.first_offset, retried.last_offset,
+                        retried.timestamp if append_time is not None else -1,
                     )
-                if isinstance(checked, Reject):
-                    raise ProducerSequenceError(checked.error, checked.reason)
             if leader_epoch is not None:
                 self._leader_epochs.assign(leader_epoch, prepared.first_offset)
             if self._should_roll(active, len(prepared.data), prepared.last_offset, now):
@@ -823,6 +821,28 @@ class PartitionLog:
         now_ms = int((self._clock() if now is None else now) * 1000)
         with self._lock:
             return self._producers.expire(now_ms, self._config.producer_id_expiration_ms)
+
+    def _check_producer(self, batches: list[BatchHeader]) -> BatchMetadata | None:
+        """Check an idempotent producer's batches (one producer's, numbered on from each
+        other: validation saw to it) against its state. A retry -- every batch written
+        before -- gives what the first write covered, to answer with; new batches give None;
+        anything else raises ``ProducerSequenceError``."""
+        checked = self._producers.check(batches[0])
+        if isinstance(checked, Reject):
+            raise ProducerSequenceError(checked.error, checked.reason)
+        if not isinstance(checked, Duplicate):
+            return None
+        first = last = checked.original
+        for batch in batches[1:]:
+            again = self._producers.check(batch)
+            if not isinstance(again, Duplicate):  # part written before, part not: no producer
+                raise ProducerSequenceError(  # resends a request otherwise than it sent it
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {batch.producer_id}: sequence {first.first_sequence} was "
+                    f"written before, sequence {batch.base_sequence} of the same set was not")
+            last = again.original
+        return first._replace(last_sequence=last.last_sequence, last_offset=last.last_offset,
+                              timestamp=max(first.timestamp, last.timestamp))
 
     def _replay_producers(self, from_offset: int, to_offset: int | None = None) -> None:
         """Take the record batches stored from ``from_offset`` (to ``to_offset``) into the

@@ -41,8 +41,10 @@ own lock, like the leader-epoch cache):
   of the log from there to the log end; then ``expire(now_ms)``.
 - a client's produce (leader): ``check(header)``; ``Append`` → append, then
   ``update(header)`` with the header as written (base offset assigned, LogAppendTime's max
-  timestamp set). One magic 2 batch per partition per request, as Kafka's LogValidator
-  requires, so a check never depends on a batch not yet written.
+  timestamp set). Kafka's clients send one batch per partition per request; odradek's
+  producer, with one request per partition in flight, sends what queued (up to five batches):
+  validation makes them one producer's, numbered on from each other, so the first is checked
+  here and the rest follow from it -- or, for a retried request, each is a ``Duplicate``.
 - a follower's append, or any batch already written: ``replay(header)``; the leader checked it
   and the log is the truth, so nothing is refused (Kafka's AppendOrigin.Replication).
 - truncation by leader epoch to ``offset``: ``truncate_to(offset, dir, log_start=)`` reloads the

@@ -115,8 +115,12 @@ def test_bad_batches_are_refused_and_nothing_is_written(open_log: OpenLog) -> No
                          base_sequence=0))
     with pytest.raises(InvalidMessageError, match="needs a sequence"):
         log.append(batch([b"x"], producer_id=1, producer_epoch=0))
-    with pytest.raises(InvalidMessageError, match="the only one"):
-        log.append(batch([b"x"], producer_id=1, producer_epoch=0, base_sequence=0) * 2)
+    with pytest.raises(InvalidMessageError, match="one producer's"):
+        log.append(batch([b"x"], producer_id=1, producer_epoch=0, base_sequence=0)
+                   + batch([b"y"], producer_id=2, producer_epoch=0, base_sequence=1))
+    with pytest.raises(InvalidMessageError, match="one producer's"):
+        log.append(batch([b"x"]) + batch([b"y"], producer_id=2, producer_epoch=0,
+                                         base_sequence=0))
     with pytest.raises(ProducerTimestampTypeError):
         log.append(encode_batch([(b"k", b"v", 1, ())],
                                 timestamp_type=record_batch.TimestampType.LOG_APPEND_TIME))
@@ -227,6 +231,23 @@ def test_a_retried_batch_is_answered_with_its_first_offsets_and_written_once(
     again = log.append(idem([b"a", b"b"], 0))
     assert (again.first_offset, again.last_offset) == (first.first_offset, first.last_offset)
     assert [r[2] for r in read_rows(log)] == [b"a", b"b", b"c"]
+
+
+def test_a_set_of_one_producers_batches_is_checked_and_retried_whole(open_log: OpenLog) -> None:
+    from broker.log import ProducerSequenceError
+
+    log = open_log()
+    request = idem([b"a", b"b"], 0) + idem([b"c"], 2) + idem([b"d"], 3)
+    first = log.append(request)
+    assert (first.first_offset, first.last_offset) == (0, 3)
+    again = log.append(request)  # the response was lost: the same request again
+    assert (again.first_offset, again.last_offset) == (0, 3)
+    assert log.log_end_offset == 4
+    with pytest.raises(ProducerSequenceError, match="within one produced set"):
+        log.append(idem([b"e"], 4) + idem([b"f"], 6))
+    with pytest.raises(ProducerSequenceError, match="the same set was not"):
+        log.append(idem([b"d"], 3) + idem([b"e"], 4))  # half retry, half new
+    assert log.append(idem([b"e"], 4) + idem([b"f"], 5)).first_offset == 4
 
 
 def test_gaps_old_epochs_and_unknown_producers_are_refused(open_log: OpenLog) -> None:
