@@ -29,6 +29,8 @@ from protocol.record_batch import (
     _Malformed,
     _py_parse_records,
     encode_batch,
+    encode_retained,
+    read_batch_header,
 )
 from protocol.record_batch import Record as V2Record
 from protocol.record_batch import (
@@ -319,6 +321,22 @@ def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, d
         assert fast == slow
     else:
         assert fast is None and slow is _Malformed
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=v2_records, data=st.data())
+def test_parse_records_v2_reads_compacted_batches_with_gaps_as_python_does(records, data) -> None:
+    """What compaction leaves: some of the records, each at its own offset delta."""
+    full = encode_batch(records)
+    header = read_batch_header(full)
+    assert header is not None
+    kept = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
+    parsed = _py_parse_records(full, RECORDS_AT, len(full), 0, len(records), 0,
+                               records[0].timestamp, None)
+    compacted = encode_retained(header, [parsed[i] for i in kept])
+    fast, slow = both_parses(compacted, len(kept), 100, read_batch_header(compacted).base_timestamp)
+    assert isinstance(slow, list) and [r.offset for r in slow] == [100 + i for i in kept]
+    assert fast == slow
 
 
 def test_parse_records_v2_leaves_offsets_and_timestamps_past_int64_to_python() -> None:
