@@ -217,18 +217,18 @@ FETCH = Api(
                                     "leader must know them); empty for consumers",
                                     since=1))))))),
        _f("throttle_time_ms", INT32, THROTTLE_TIME_MS.doc, since=2)),
-    "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their "
-    "broker id as replica_id and read up to the log end; consumers read up to the high "
-    "watermark. v1 adds the leader epochs a follower records; v2 adds throttle_time_ms "
-    "(fetch quotas); v3 adds the follower's log start offset; v4 readers take record "
-    "batches (magic 2) as stored, while below v4 the broker converts them to magic 1 "
-    "(headers dropped; zstd refused with UNSUPPORTED_COMPRESSION_TYPE). A follower fetch (v3) whose "
-    "log_start_offset is below the leader's is answered at once, data or not, so the follower "
-    "moves its log start without waiting out max_wait_ms. replica_id -2 (Kafka's debugging "
-    "consumer) reads the answering broker's own replica whether it leads the partition or "
-    "follows it, up to that replica's high watermark, with a consumer's permission (Read on "
-    "the topic): `odradek cluster verify-replicas` compares replicas with it; a broker "
-    "without a replica of the partition answers UNKNOWN_TOPIC_OR_PARTITION.",
+    "Read stored message-set bytes by offset (seed 000 'Reads'). Followers fetch with their broker "
+    "id as replica_id and read up to the log end; consumers read up to the high watermark. v1 adds "
+    "the leader epochs a follower records; v2 adds throttle_time_ms (fetch quotas); v3 adds the "
+    "follower's log start offset; v4 readers take record batches (magic 2) as stored, while below "
+    "v4 the broker converts them to magic 1 (headers dropped; zstd refused with "
+    "UNSUPPORTED_COMPRESSION_TYPE). A follower fetch (v3) whose log_start_offset is below the "
+    "leader's is answered at once, data or not, so the follower moves its log start without waiting"
+    " out max_wait_ms. replica_id -2 (Kafka's debugging consumer) reads the answering broker's own "
+    "replica whether it leads the partition or follows it, up to that replica's high watermark, "
+    "with a consumer's permission (Read on the topic): `odradek cluster verify-replicas` compares "
+    "replicas with it; a broker without a replica of the partition answers "
+    "UNKNOWN_TOPIC_OR_PARTITION.",
 )
 
 # ---------------------------------------------------------------------------------- ListOffsets
