@@ -485,25 +485,6 @@ class Segment:
             raise CorruptSegmentError(f"{self.path(layout.LOG)}: no entry at position {position}")
         return entries[0]
 
-    def entries(self) -> Iterator[tuple[Entry, bytes]]:
-        """Every entry decoded (shallow), with its raw bytes, reading in chunks."""
-        pos = 0
-        while pos < self.size:
-            buf = self.file.pread(min(_SCAN_CHUNK, self.size - pos), pos)
-            entries, whole = read_entries(buf, base_position=pos)
-            if not entries:
-                need = entry_size_at(buf, 0)
-                if need is None or need > self.size - pos:
-                    raise CorruptSegmentError(
-                        f"{self.path(layout.LOG)}: truncated entry at position {pos}"
-                    )
-                buf = self.file.pread(need, pos)
-                entries, whole = read_entries(buf, base_position=pos)
-            for entry in entries:
-                start = entry.position - pos
-                yield entry, buf[start : start + LOG_OVERHEAD + entry.size]
-            pos += whole
-
     def last_modified_ms(self) -> int:
         """The segment's age for retention and tombstones: its largest timestamp, or the
         file's modification time when no message carries one."""
