@@ -56,7 +56,7 @@ from client.records import TopicPartition
 from client.security import SecurityConfig, SecurityOptions
 from client.throttle import ThrottleStats
 from protocol.apis import ApiKey
-from protocol.compression import BatchCodec
+from protocol.compression import BatchCodec, Codec
 from protocol.errors import (
     ErrorCode,
     MessageTooLargeError,
@@ -98,7 +98,7 @@ class Producer:
         *,
         client_id: str = "odradek-producer",
         acks: int | str = 1,
-        compression: str | BatchCodec = BatchCodec.NONE,
+        compression: str | Codec | BatchCodec = BatchCodec.NONE,
         linger_ms: float = 0,
         batch_bytes: int = 16_384,
         buffer_bytes: int = 32 * 1024 * 1024,

@@ -23,7 +23,7 @@ from client.producer import parse_acks
 from client.records import TopicPartition
 from client.security import PROPERTY_KEYS, SecurityConfig
 from pipeline.offsets import OffsetsFormatError, offsets_from_json
-from protocol.compression import Codec
+from protocol.compression import BatchCodec
 
 
 class OptionError(ValueError):
@@ -54,6 +54,7 @@ OPTIONS: dict[str, frozenset[Operation]] = {
     "endingOffsets": frozenset({Operation.BATCH_READ}),
     "minPartitions": _READS,
     "failOnDataLoss": _READS,
+    "includeHeaders": _READS,
     "kafkaConsumer.pollTimeoutMs": _READS,
     "maxOffsetsPerTrigger": frozenset({Operation.STREAM_READ}),
     "groupId": frozenset({Operation.STREAM_READ}),
@@ -114,6 +115,7 @@ class ReadOptions:
     group_id: str | None
     poll_timeout_ms: int
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    include_headers: bool = False  # the ``headers`` column
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ class WriteOptions:
     bootstrap: str
     topic: str | None = None
     acks: int = -1
-    compression: Codec = Codec.NONE
+    compression: BatchCodec = BatchCodec.NONE
     linger_ms: int = 0
     batch_bytes: int = _BATCH_BYTES
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -152,6 +154,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         group_id=group_id,
         poll_timeout_ms=_int(given, "kafkaConsumer.pollTimeoutMs", low=1) or _POLL_TIMEOUT_MS,
         security=_security(given),
+        include_headers=_bool(given, "includeHeaders", default=False),
     )
 
 
@@ -165,7 +168,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     except ConfigError as exc:
         raise OptionError("kafka.acks", str(exc)) from None
     try:
-        compression = Codec.parse(given.get("kafka.compression.type", "none"))
+        compression = BatchCodec.parse(given.get("kafka.compression.type", "none"))
     except ValueError as exc:
         raise OptionError("kafka.compression.type", str(exc)) from None
     return WriteOptions(

@@ -71,7 +71,8 @@ def read_range(options: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]
             if records[-1].offset >= r.end:
                 records = records[: bisect_left(records, r.end, key=_offset)]
             if records:
-                yield record_batch(r.topic, r.partition, records)
+                yield record_batch(r.topic, r.partition, records,
+                                   headers=options.include_headers)
             position = consumer.position(tp)
 
 

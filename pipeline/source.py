@@ -7,7 +7,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.batch_reader import BatchReader
 from pipeline.options import parse_read_options, parse_write_options
-from pipeline.schema import SCHEMA
+from pipeline.schema import read_schema
 from pipeline.stream_reader import StreamReader
 from pipeline.writing import BatchWriter, SinkColumns, StreamWriter
 
@@ -20,14 +20,14 @@ class OdradekDataSource(DataSource):
         return "odradek"
 
     def schema(self) -> StructType:
-        return SCHEMA
+        return read_schema(self.options)
 
     def reader(self, schema: StructType) -> BatchReader:
-        _check_read_schema(schema)
+        _check_read_schema(schema, read_schema(self.options))
         return BatchReader(parse_read_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> StreamReader:
-        _check_read_schema(schema)
+        _check_read_schema(schema, read_schema(self.options))
         return StreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
@@ -41,9 +41,9 @@ class OdradekDataSource(DataSource):
         return StreamWriter(options, SinkColumns.from_schema(schema, options))
 
 
-def _check_read_schema(schema: StructType) -> None:
-    if schema != SCHEMA:
+def _check_read_schema(schema: StructType, expected: StructType) -> None:
+    if schema != expected:
         raise ValueError(
-            f"the odradek source has a fixed schema, {SCHEMA.simpleString()}; "
-            f"do not give it another ({schema.simpleString()})"
+            f"the odradek source has a fixed schema, {expected.simpleString()} (the headers "
+            f"column with includeHeaders=true); do not give it another ({schema.simpleString()})"
         )

@@ -8,6 +8,7 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
+from client import Producer
 from tests.broker_process import BrokerProcess
 from tests.pipeline.support import Sent, create_topic, produce, rows_of
 
@@ -82,3 +83,19 @@ def test_subscribe_pattern_reads_matching_topics(
     produce(broker.bootstrap, "other-logs", 3, partitions=1)
     df = _read(spark, broker.bootstrap, subscribePattern="logs-.*")
     assert sorted(rows_of(df)) == sorted(sent)
+
+
+def test_include_headers_gives_sparks_headers_column(
+    spark: SparkSession, broker: BrokerProcess
+) -> None:
+    create_topic(broker.bootstrap, "tagged", 2)
+    with Producer(broker.bootstrap, compression="zstd") as producer:
+        producer.send("tagged", b"h", partition=0, headers=[("a", b"1"), ("a", None), ("b", b"")])
+        producer.send("tagged", b"bare", partition=1)
+        producer.flush(10)
+    df = _read(spark, broker.bootstrap, subscribe="tagged", includeHeaders="true")
+    assert df.schema.simpleString().endswith(",headers:array<struct<key:string,value:binary>>>")
+    rows = {r.value: r.headers for r in df.collect()}
+    assert rows[b"bare"] is None  # as Spark's Kafka source: null, not an empty array
+    assert [(h.key, h.value) for h in rows[b"h"]] == [("a", b"1"), ("a", None), ("b", b"")]
+    assert "headers" not in _read(spark, broker.bootstrap, subscribe="tagged").columns

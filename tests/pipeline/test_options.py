@@ -15,7 +15,7 @@ from pipeline.options import (
     parse_read_options,
     parse_write_options,
 )
-from protocol.compression import Codec
+from protocol.compression import BatchCodec, Codec
 
 BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
 
@@ -140,7 +140,9 @@ def test_write_options() -> None:
     defaults = parse_write_options(BOOTSTRAP)
     assert (defaults.topic, defaults.acks, defaults.compression) == (None, -1, Codec.NONE)
     fails("kafka.acks", write=True, **{"kafka.acks": "2"})
-    fails("kafka.compression.type", write=True, **{"kafka.compression.type": "zstd"})
+    zstd = parse_write_options({**BOOTSTRAP, "kafka.compression.type": "zstd"})
+    assert zstd.compression == BatchCodec.ZSTD  # record batches carry it (Produce v2)
+    fails("kafka.compression.type", write=True, **{"kafka.compression.type": "brotli"})
     fails("topic", write=True, topic="")
 
 

@@ -16,7 +16,14 @@ from pyspark.sql.types import (
 
 from client import ConsumerRecord
 from pipeline.options import WriteOptions
-from pipeline.schema import ARROW_SCHEMA, SCHEMA, record_batch
+from pipeline.schema import (
+    ARROW_SCHEMA,
+    ARROW_SCHEMA_WITH_HEADERS,
+    SCHEMA,
+    SCHEMA_WITH_HEADERS,
+    read_schema,
+    record_batch,
+)
 from pipeline.writing import SinkColumns, SinkSchemaError
 
 
@@ -40,6 +47,29 @@ def test_record_batch_columns() -> None:
             for r in rows] == [(b"k", b"v", "t", 3, 7, 1), (None, None, "t", 3, 9, 0)]
     assert rows[0]["timestamp"].timestamp() == 1_700_000_000.123
     assert rows[1]["timestamp"] is None  # v0 messages carry no timestamp
+
+
+def test_include_headers_adds_sparks_headers_column() -> None:
+    assert to_arrow_schema(SCHEMA_WITH_HEADERS, timezone="UTC").equals(ARROW_SCHEMA_WITH_HEADERS)
+    assert SCHEMA_WITH_HEADERS.simpleString().endswith(
+        ",headers:array<struct<key:string,value:binary>>>")
+    assert read_schema({"includeHeaders": "true"}) == SCHEMA_WITH_HEADERS
+    assert read_schema({"INCLUDEHEADERS": "True"}) == SCHEMA_WITH_HEADERS
+    assert read_schema({"includeHeaders": "false"}) == read_schema({}) == SCHEMA
+
+
+def test_record_batch_headers_column() -> None:
+    records = [
+        ConsumerRecord("t", 0, 1, 5, 0, None, b"v", (("a", b"1"), ("a", None), ("b", b""))),
+        ConsumerRecord("t", 0, 2, 5, 0, None, b"w"),
+    ]
+    batch = record_batch("t", 0, records, headers=True)
+    assert batch.schema.equals(ARROW_SCHEMA_WITH_HEADERS)
+    assert batch.column("headers").to_pylist() == [
+        [{"key": "a", "value": b"1"}, {"key": "a", "value": None}, {"key": "b", "value": b""}],
+        None,  # no headers: null, as Spark's Kafka source gives
+    ]
+    assert record_batch("t", 0, records).schema.equals(ARROW_SCHEMA)
 
 
 TYPES = {
