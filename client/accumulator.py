@@ -135,17 +135,19 @@ class RecordAccumulator:
         return min(times, default=None)
 
     def drain(
-        self, tp: TopicPartition, max_bytes: int, now: float, *, flushing: bool
+        self, tp: TopicPartition, max_bytes: int, now: float, *, flushing: bool,
+        max_batches: int | None = None,
     ) -> list[ProducerBatch]:
         """Take batches from the head of ``tp``'s queue: the head, then as many more as fit in
-        ``max_bytes`` -- none waiting out a retry backoff, and the open (last) batch only if it
-        is due by itself (full, lingered long enough, or flushing). A stored message set goes
-        alone."""
+        ``max_bytes`` (and ``max_batches``) -- none waiting out a retry backoff, and the open
+        (last) batch only if it is due by itself (full, lingered long enough, or flushing). A
+        stored message set goes alone."""
         queue = self._queues[tp]
         batches = [queue.popleft()]
         total = batches[0].size
         while (
-            queue
+            (max_batches is None or len(batches) < max_batches)
+            and queue
             and not queue[0].attempts
             and not batches[0].whole
             and not queue[0].whole

@@ -108,6 +108,17 @@ class ProducerBatch:
             self._encoded_magic = magic
         return self._encoded
 
+    def number(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamp the idempotent producer's numbers (client/idempotence.py) before the batch is
+        first encoded; a retry sends them unchanged."""
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.base_sequence = base_sequence
+        self._encoded = None
+
+    def unnumber(self) -> None:
+        """Drop the numbers of a batch that was not written, to be numbered again."""
+        self.number(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)
+
     def split(self) -> list[ProducerBatch]:
         """Two batches holding this one's messages, first half and second half (at least two
         messages), to send in its place; its callbacks and futures move to them."""

@@ -21,8 +21,11 @@ does).
 
 Ordering: at most one produce request per partition is in flight, and a failed batch goes back
 to the head of its partition's queue, so each partition receives messages in ``send`` order even
-when requests are retried. A retry after a lost response may store a batch twice (the first copy
-was written but not acknowledged); an acknowledged offset always holds its message.
+when requests are retried. With acks=all the producer is idempotent by default
+(client/idempotence.py): its batches are numbered and a retry after a lost response is answered
+with the first write's offsets, not stored twice. Without idempotence such a retry may store a
+batch twice (the first copy was written but not acknowledged); an acknowledged offset always
+holds its message.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from client.errors import (
     partition_error,
 )
 from client.future import Future
+from client.idempotence import MAX_BATCHES_PER_REQUEST, RESET_ERRORS, Idempotence
 from client.metadata import STALE_METADATA_ERRORS, MetadataTracker, TopicInfo
 from client.network import NetworkClient
 from client.partitioner import DefaultPartitioner, Partitioner
@@ -60,6 +64,7 @@ from protocol.compression import BatchCodec, Codec
 from protocol.errors import (
     ErrorCode,
     MessageTooLargeError,
+    OdradekError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -111,6 +116,7 @@ class Producer:
         delivery_timeout_ms: int = 120_000,
         max_block_ms: int = 60_000,
         max_in_flight_requests_per_connection: int = 5,
+        enable_idempotence: bool | None = None,
         metadata_max_age_ms: int = 300_000,
         partitioner: Partitioner | None = None,
         **security: Unpack[SecurityOptions],
@@ -135,6 +141,9 @@ class Producer:
             if value < low:
                 raise ConfigError(f"{name}={value} is invalid; it must be at least {low}")
         self.retries = retries
+        self._idempotence = _idempotence_for(
+            enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection)
+        self._idempotence_default = enable_idempotence is None
         self._backoff = retry_backoff_ms / 1000
         self._request_timeout_ms = request_timeout_ms
         self._delivery_timeout = delivery_timeout_ms / 1000
@@ -527,26 +536,70 @@ class Producer:
                 continue
             try:
                 version = self._network.api_version(node, ApiKey.PRODUCE, *PRODUCE_VERSIONS)
-            except UnsupportedVersionError as exc:
-                for tp in tps:
-                    self._settle_failed(self._accumulator.take_queue(tp), exc)
+            except OdradekError as exc:
+                if getattr(exc, "retriable", False):
+                    # as a failed request: the leader may be gone, so ask where it is now
+                    self._metadata.request_update()
+                else:
+                    for tp in tps:
+                        self._settle_failed(self._accumulator.take_queue(tp), exc)
                 continue
             if version is None:
                 self._asking_versions = True  # sent once the leader says what it speaks
             else:
                 self._send_produce(node, tps, now, version)
 
+    def _numbering_for(self, node: int, tps: list[TopicPartition], version: int) -> bool:
+        """Whether batches for ``node`` may go out: without idempotence, always; with it, once
+        the producer has its producer id (asked of the cluster the first time, up to
+        ``max_block_ms``). A leader without record batches (Produce below v2) cannot take
+        numbered batches: idempotence by default is then given up, as Kafka's producer gives
+        it up for a broker that lacks it; asked for explicitly, the batches fail. So do they
+        when no producer id can be had, with the reason."""
+        if self._idempotence is None:
+            return True
+        error: BaseException
+        if version < RECORD_BATCH_PRODUCE_VERSION:
+            if self._idempotence_default:
+                log.warning("broker %d takes Produce v%d, without record batches: this "
+                            "producer is not idempotent", node, version)
+                self._idempotence = None
+                return True
+            error = UnsupportedVersionError(
+                f"broker {node} takes Produce v{version}: the idempotent producer needs record "
+                f"batches (Produce v{RECORD_BATCH_PRODUCE_VERSION}); set enable_idempotence="
+                "False to write to it")
+        else:
+            try:
+                self._idempotence.ensure(self._network, self._max_block)
+                return True
+            except (OdradekError, ClientTimeoutError) as exc:
+                error = exc
+        for tp in tps:
+            self._settle_failed(self._accumulator.take_queue(tp), error)
+        return False
+
     def _send_produce(
         self, node: int, tps: list[TopicPartition], now: float, version: int
     ) -> None:
+        if not self._numbering_for(node, tps, version):
+            return
         budget = self._max_request_bytes
         magic = MAGIC if version >= RECORD_BATCH_PRODUCE_VERSION else 1
+        idempotence = self._idempotence
         drained: dict[TopicPartition, list[ProducerBatch]] = {}
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
             if budget <= 0:
                 break
-            batches = self._accumulator.drain(tp, budget, now, flushing=self._flushing > 0)
+            batches = self._accumulator.drain(
+                tp, budget, now, flushing=self._flushing > 0,
+                max_batches=None if idempotence is None else MAX_BATCHES_PER_REQUEST)
+            if idempotence is not None:
+                numbered = idempotence.number(batches)
+                if len(numbered) < len(batches):  # numbered before a reset: on their own
+                    self._accumulator.reenqueue(batches[len(numbered):], now)
+                    batches = numbered
             try:
                 records = encode_for(batches, self.codec, magic)
             except UnsupportedVersionError as exc:  # headers or zstd, and a v1 leader
@@ -607,6 +660,9 @@ class Producer:
             if code in _TOO_LARGE_ERRORS:
                 self._split_or_fail(batches, error)
                 continue
+            if self._idempotence is not None and code in RESET_ERRORS:
+                self._numbering_refused(batches, code, error)
+                continue
             if code in STALE_METADATA_ERRORS:
                 self._metadata.request_update([tp.topic])  # that topic only: cost O(1)
             self._retry_or_fail(batches, error)
@@ -624,6 +680,22 @@ class Producer:
         else:
             self._settle_failed(batches, error)
 
+    def _numbering_refused(
+        self, batches: list[ProducerBatch], code: int, error: BaseException
+    ) -> None:
+        """The leader refused the idempotent producer's numbers (client/idempotence.py): start
+        over under a new producer id; a producer the leader forgot is numbered again and
+        retried, anything else fails."""
+        assert self._idempotence is not None
+        log.warning("%s: %s; asking for a new producer id", batches[0].tp, error)
+        self._idempotence.reset()
+        if code == ErrorCode.UNKNOWN_PRODUCER_ID and not self._closed:
+            for batch in batches:
+                batch.unnumber()
+            self._retry_or_fail(batches, _Renumbered(str(error)))
+        else:
+            self._settle_failed(batches, error)
+
     def _split_or_fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
         """The broker refused the message set as too large: as Kafka's producer does, send
         each batch alone and each batch of several messages as two halves, at once (no retry
@@ -631,6 +703,8 @@ class Producer:
         if self._closed or (len(batches) == 1 and len(batches[0].records) == 1):
             self._settle_failed(batches, error)
             return
+        if self._idempotence is not None:  # nothing was written: number the parts afresh
+            self._idempotence.rewind(batches)
         parts = [p for b in batches for p in (b.split() if len(b.records) > 1 else [b])]
         log.info("%s: %s; sending %d batches of %d messages in its place", batches[0].tp,
                  error, len(parts), sum(len(b.records) for b in batches))
@@ -665,6 +739,33 @@ class _KnownTopic:
     info: TopicInfo  # the metadata it was read from; a new object when the topic changed
     partitions: list[int]
     tps: dict[int, TopicPartition]
+
+
+class _Renumbered(OdradekError):
+    """A batch numbered again under a new producer id: retried as any retriable error."""
+
+    retriable = True
+
+
+def _idempotence_for(
+    enabled: bool | None, acks: int, retries: int, max_in_flight: int
+) -> Idempotence | None:
+    """The producer's numbering, or None. By default on with acks=all (Kafka 3.0+), off
+    otherwise; asked for explicitly, it needs acks=all, retries and at most 5 requests in
+    flight, as Kafka's producer requires."""
+    if enabled is None:
+        enabled = acks == -1 and retries > 0 and max_in_flight <= MAX_BATCHES_PER_REQUEST
+    elif enabled:
+        for wrong, why in (
+            (acks != -1, f"acks={acks}: it needs acks='all'"),
+            (retries < 1, f"retries={retries}: it needs retries"),
+            (max_in_flight > MAX_BATCHES_PER_REQUEST,
+             f"max_in_flight_requests_per_connection={max_in_flight}: it needs at most "
+             f"{MAX_BATCHES_PER_REQUEST}"),
+        ):
+            if wrong:
+                raise ConfigError(f"enable_idempotence=True with {why}")
+    return Idempotence() if enabled else None
 
 
 def _checked_headers(headers: Sequence[Header]) -> tuple[Header, ...]:

@@ -20,8 +20,9 @@ from protocol.errors import ErrorCode, OdradekError
 
 #: no long poll: a debugging read takes what the replica has now
 _MAX_WAIT_MS = 0
-#: Fetch v2: its answers carry each replica's high watermark and log start offset
-FETCH_VERSION = 2
+#: Fetch v4: each replica's high watermark and log start offset (v2), and record batches as
+#: stored (below v4 the broker would convert them)
+FETCH_VERSION = 4
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -74,7 +75,8 @@ def _send(network: NetworkClient, node: int, wanted: Mapping[TopicPartition, tup
     topics: dict[str, list[dict[str, int]]] = {}
     for tp, (offset, max_bytes) in wanted.items():
         topics.setdefault(tp.topic, []).append(
-            {"partition": tp.partition, "fetch_offset": offset, "max_bytes": max_bytes})
+            {"partition": tp.partition, "fetch_offset": offset, "max_bytes": max_bytes,
+             "log_start_offset": -1})  # v3's: a follower's, not a debugging read's
     body = {
         "replica_id": DEBUGGING_REPLICA_ID, "max_wait_ms": _MAX_WAIT_MS, "min_bytes": 0,
         # room for every partition's whole max_bytes: a shorter answer is the replica's end

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from operator import lt
 
+from protocol import record_batch
 from protocol.entry_scan import scan_entries
 from protocol.messageset import LOG_OVERHEAD, crc32
 
 _CRC = struct.Struct(">I")
 _OFFSET = struct.Struct(">q")
-_CRC_AT = LOG_OVERHEAD  # the stored CRC follows the offset and the size
+_CRC_AT = LOG_OVERHEAD  # the stored CRC follows the offset and the size (a batch's: its magic)
 _CRC_FROM = LOG_OVERHEAD + 4  # the CRC covers the entry from its magic byte on
 
 
@@ -53,6 +54,8 @@ class StoredEntry:
 
     @property
     def crc_holds(self) -> bool:
+        if self.data[record_batch.MAGIC_AT] == record_batch.MAGIC:
+            return record_batch.crc32c(self.data[record_batch.ATTRIBUTES_AT:]) == self.crc
         return crc32(self.data[_CRC_FROM:]) == self.crc
 
 
@@ -110,7 +113,8 @@ class _Run:
         """The entry ``index`` places after the first one not compared."""
         i = self.first + index
         position = self.positions[i]
-        (crc,) = _CRC.unpack_from(self.data, position + _CRC_AT)
+        batch = self.data[position + record_batch.MAGIC_AT] == record_batch.MAGIC
+        (crc,) = _CRC.unpack_from(self.data, position + (record_batch.CRC_AT if batch else _CRC_AT))
         return StoredEntry(self.offsets[i], crc,
                            memoryview(self.data)[position:position + self.sizes[i]])
 

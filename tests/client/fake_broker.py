@@ -102,6 +102,7 @@ class FakeBroker:
         self.faults: list[Fault] = []
         # ranges unlike the protocol's, answered to ApiVersions
         self.api_versions: dict[ApiKey, tuple[int, int]] = dict(V1_BROKER)
+        self.producer_ids = 0  # InitProducerId hands out 0, 1, ...
         self.requests: list[Request] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
@@ -216,6 +217,10 @@ class FakeBroker:
                                   "records": records})
                 out.append({"name": t["name"], "partitions": parts})
             return {"topics": out}
+        if key is ApiKey.INIT_PRODUCER_ID:
+            self.producer_ids += 1
+            return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "producer_id": self.producer_ids - 1, "producer_epoch": 0}
         if key is ApiKey.LIST_OFFSETS:
             out = []
             for t in body["topics"]:

@@ -387,13 +387,15 @@ def replica_log(process: BrokerProcess, topic: str, partition: int
     """(offset, value) of every whole message in one broker's own copy of a partition, read
     from its data directory (the broker may be running or dead; a partial tail is left out)."""
     from broker.log import layout
-    from protocol.messageset import decode_messages
+    from client.fetched_records import decode_chunk
+    from client.records import TopicPartition
 
     directory = process.data_dir / layout.partition_dir_name(topic, partition)
+    tp = TopicPartition(topic, partition)
     out: list[tuple[int, bytes | None]] = []
-    for path in sorted(directory.glob("*.log")):
-        messages, _ = decode_messages(path.read_bytes())
-        out += [(m.offset, m.value) for m in messages]
+    for path in sorted(directory.glob("*.log")):  # every magic, as stored
+        chunk = decode_chunk(tp, path.read_bytes(), 0)
+        out += [(r.offset, r.value) for r in chunk.records]
     return out
 
 

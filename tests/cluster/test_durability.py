@@ -5,10 +5,12 @@ A producer thread sends numbered messages (value ``"<partition>:<seq>"``, explic
 with acks=all, retries and a generous delivery timeout, while the test kills brokers with
 SIGKILL. Afterwards a fresh consumer reads every partition from the beginning, and every
 acknowledged message must be there, at the offset it was acknowledged with, in send order
-within its partition. Retries after an unknown outcome (the leader died before answering) may
-store a message twice: those duplicates are counted and printed, not failed.
+within its partition. Retries after an unknown outcome (the leader died before answering)
+store nothing twice with the idempotent producer (the default with acks=all, as Kafka 3.0+): its
+duplicates must be 0. Without it they may, and are counted and printed, not failed.
 
-``ODRADEK_FAULT_ROUNDS`` (default 3) sets how many leader kills the first test makes in a row.
+``ODRADEK_FAULT_ROUNDS`` (default 3) sets how many leader kills the first test makes in a row
+with idempotence (the run without it makes one).
 """
 
 from __future__ import annotations
@@ -84,11 +86,13 @@ class NumberedProducer(ProducerThread):
     ``stop()``; then flushes. The Producer lives in this thread only (it is single-threaded)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: list[int], *,
-                 rate: float = 50.0, max_unsettled: int = 400) -> None:
+                 rate: float = 50.0, max_unsettled: int = 400,
+                 idempotent: bool = True) -> None:
         super().__init__(f"producer-{topic}", rate=rate, max_unsettled=max_unsettled)
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
+        self.idempotent = idempotent
 
     def _settle(self, key: tuple[int, int], future: RecordFuture) -> None:
         with self._lock:
@@ -103,7 +107,7 @@ class NumberedProducer(ProducerThread):
         try:
             producer = Producer(self.bootstrap, acks="all", retry_backoff_ms=100,
                                 request_timeout_ms=5_000, delivery_timeout_ms=180_000,
-                                max_block_ms=60_000)
+                                max_block_ms=60_000, enable_idempotence=self.idempotent)
             try:
                 self._produce(producer)
             finally:
@@ -183,13 +187,13 @@ def replicas_identical(cluster: Cluster, topic: str, partitions: list[int]) -> b
 
 
 def final_check(cluster: Cluster, topic: str, partitions: list[int], outcome: Outcome,
-                what: str, faults: str) -> Verdict:
+                what: str, faults: str, *, idempotent: bool = True) -> Verdict:
     until(lambda: all_in_sync(cluster, topic), cluster.failover_bound + 20,
           f"every broker back in the ISR of every {topic} partition")
     logs = read_partitions(cluster.any_running().bootstrap, topic, partitions, timeout=60)
     verdict = check_log(outcome, logs)
     print(f"{what}: acknowledged={verdict.acknowledged} lost={len(verdict.lost)} "
-          f"duplicates={verdict.duplicates} {faults}")
+          f"duplicates={verdict.duplicates} idempotent={idempotent} {faults}")
     if outcome.failed:
         reasons = Counter(outcome.failed.values())
         print(f"{what}: {len(outcome.failed)} sends failed (never acknowledged): "
@@ -197,6 +201,8 @@ def final_check(cluster: Cluster, topic: str, partitions: list[int], outcome: Ou
     assert not verdict.lost, f"acknowledged messages lost: {verdict.lost[:20]}"
     assert not verdict.moved, f"acknowledged offsets hold something else: {verdict.moved[:20]}"
     assert not verdict.out_of_order, f"out of send order: {verdict.out_of_order[:20]}"
+    if idempotent:
+        assert not verdict.duplicates, "the idempotent producer's retries stored duplicates"
     # and each replica holds exactly the same log (compared on disk, once caught up)
     until(lambda: replicas_identical(cluster, topic, partitions), 30,
           f"every replica of {topic} holds the same messages at the same offsets")
@@ -207,19 +213,21 @@ def final_check(cluster: Cluster, topic: str, partitions: list[int], outcome: Ou
 
 
 @pytest.mark.timeout(120 + 45 * FAULT_ROUNDS)
+@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "not-idempotent"])
 def test_no_acknowledged_message_is_lost_when_leaders_are_killed_again_and_again(
-    make_cluster: Callable[..., Cluster],
+    make_cluster: Callable[..., Cluster], idempotent: bool,
 ) -> None:
     cluster = make_cluster(3, settings=SETTINGS)
     topic, partitions = "durable", [0, 1, 2]
     cluster.create_topic(topic, partitions=len(partitions), replication_factor=3)
     until(lambda: all_in_sync(cluster, topic), 20, "a full ISR to start with")
     bootstrap = ",".join(p.bootstrap for p in cluster.brokers.values())
-    producer = NumberedProducer(bootstrap, topic, partitions)
+    producer = NumberedProducer(bootstrap, topic, partitions, idempotent=idempotent)
     producer.start()
+    rounds = FAULT_ROUNDS if idempotent else 1
     try:
         until(lambda: producer.acked_count() >= 100, 30, "acknowledged sends before any kill")
-        for round_ in range(FAULT_ROUNDS):
+        for round_ in range(rounds):
             until(lambda: all_in_sync(cluster, topic), cluster.failover_bound + 20,
                   f"round {round_}: the last victim back in every ISR")
             state = cluster.state(topic, 0)
@@ -249,7 +257,8 @@ def test_no_acknowledged_message_is_lost_when_leaders_are_killed_again_and_again
               "acknowledgements after the last restart")
     finally:
         outcome = producer.stop(240)
-    final_check(cluster, topic, partitions, outcome, "durability", f"kills={FAULT_ROUNDS}")
+    final_check(cluster, topic, partitions, outcome, "durability", f"kills={rounds}",
+                idempotent=idempotent)
 
 
 @pytest.mark.timeout(180)
