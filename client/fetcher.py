@@ -46,8 +46,8 @@ from protocol.apis import ApiKey
 from protocol.errors import (
     BrokerError,
     ErrorCode,
+    OdradekError,
     OffsetOutOfRangeError,
-    UnsupportedVersionError,
 )
 from protocol.messageset import LOG_OVERHEAD
 
@@ -182,9 +182,12 @@ class Fetcher:
         for node, requested in by_node.items():
             try:
                 version = self._network.api_version(node, ApiKey.FETCH, *self._versions)
-            except UnsupportedVersionError as exc:
-                self._errors.append(exc)
+            except OdradekError as exc:  # as a failed fetch: the leader may have moved
                 self._node_retry_at[node] = now + self._backoff
+                if getattr(exc, "retriable", False):
+                    self._metadata.request_update()
+                else:
+                    self._errors.append(exc)
                 continue
             if version is not None:  # else the leader is asked what it speaks first
                 self._send_fetch(node, requested, version)

@@ -214,6 +214,8 @@ class NetworkClient:
         #: what each connected node said it speaks (ApiVersions), asked once per connection
         self._api_versions: dict[int, VersionTable] = {}
         self._asking_versions: set[int] = set()
+        #: why asking a node failed (its connection did), raised once by ``api_version``
+        self._versions_errors: dict[int, BaseException] = {}
         self._dedicated: set[int] = set()  # connections of their own, never least loaded
         #: told the node id of every connection that closes or fails, after its requests fail
         self.closed_listeners: list[Callable[[int], None]] = []
@@ -279,9 +281,14 @@ class NetworkClient:
         """The version of ``api`` to speak with ``node_id``: the highest in both this client's
         ``lowest..highest`` and the broker's range (client/api_versions.py). None while the
         broker has not said: it is asked then, and the caller tries again after a ``poll``.
-        Raises UnsupportedVersionError when the two ranges do not meet."""
+        Raises UnsupportedVersionError when the two ranges do not meet, and, once, the error
+        the last asking failed with (a broker that is gone: its caller refreshes metadata, as
+        for a request of its own that failed so)."""
         table = self._api_versions.get(node_id)
         if table is None:
+            error = self._versions_errors.pop(node_id, None)
+            if error is not None:
+                raise error
             if node_id not in self._asking_versions and node_id in self._nodes:
                 self._asking_versions.add(node_id)
                 future = self.send(node_id, ApiKey.API_VERSIONS, {})
@@ -291,7 +298,10 @@ class NetworkClient:
 
     def _on_api_versions(self, node_id: int, future: Future[dict[str, Any]]) -> None:
         self._asking_versions.discard(node_id)
-        if future.exception() is None and node_id in self._nodes:
+        error = future.exception()
+        if error is not None:
+            self._versions_errors[node_id] = error
+        elif node_id in self._nodes:
             self._api_versions[node_id] = read_api_versions(future.value)
 
     # ----------------------------------------------------------------------------- requests

@@ -13,7 +13,7 @@ from client import Consumer, Producer, TopicPartition
 from protocol.apis import ApiKey
 from protocol.errors import UnsupportedVersionError
 from protocol.record_batch import decode_batches, peek_magic
-from tests.client.fake_broker import FakeBroker
+from tests.client.fake_broker import DROP, FakeBroker, once
 
 T0 = TopicPartition("t", 0)
 
@@ -116,3 +116,32 @@ def test_a_broker_is_asked_what_it_speaks_once_per_connection(today: FakeBroker)
             producer.send("t", b"%d" % i).result(5)
     asked = [r for r in today.requests if r.header.api_key == ApiKey.API_VERSIONS]
     assert len(asked) == 1
+
+
+def test_a_broker_gone_while_asked_its_versions_sends_the_producer_to_metadata(
+    today: FakeBroker,
+) -> None:
+    with Producer(today.bootstrap, retry_backoff_ms=10) as producer:
+        producer.partitions_for("t")
+        today.faults.append(once(ApiKey.API_VERSIONS, lambda request: DROP))
+        asked_before = len(metadata_requests(today))
+        assert producer.send("t", b"v").result(5).offset == 0
+    assert len(metadata_requests(today)) > asked_before  # where is the leader now?
+
+
+def test_a_broker_gone_while_asked_its_versions_sends_the_consumer_to_metadata(
+    today: FakeBroker,
+) -> None:
+    with Producer(today.bootstrap) as producer:
+        producer.send("t", b"v").result(5)
+    today.faults.append(once(ApiKey.API_VERSIONS, lambda request: DROP))
+    today.requests.clear()
+    (record,) = read_all(today, 1)
+    assert record.value == b"v"
+    kinds = [r.header.api_key for r in today.requests]
+    dropped = kinds.index(ApiKey.API_VERSIONS)
+    assert ApiKey.METADATA in kinds[dropped + 1:]
+
+
+def metadata_requests(fake: FakeBroker) -> list:
+    return [r for r in fake.requests if r.header.api_key == ApiKey.METADATA]
