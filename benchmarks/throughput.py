@@ -11,7 +11,13 @@ Prints one JSON line per case:
   ``linger_ms=0``, producer and consumer in separate processes, p50/p99/max in ms;
 - ``producer_topics``: 20 messages to each of 500 new (auto-created) topics from one
   ``Producer``, and the time per topic among the first and the last fifth of them: learning a
-  topic must cost the same however many are known already.
+  topic must cost the same however many are known already;
+- ``producer_format``: the producer case (100-byte values, acks=all) writing message format v1
+  (Produce v1) and v2 (record batches, Produce v2), for compression none, lz4 and zstd (v2
+  only), v2 with and without idempotence (issue #27's aim: v2 idempotent >= 0.9 of v1);
+- ``consumer_format``: the consumer case over a topic of each format, and over v2 read by a
+  Fetch v2 reader -- the broker down-converts every batch to v1 -- with the conversion's cost
+  per fetched MB beside it.
 
 MB/s counts value bytes, in units of 10**6. Without ``--bootstrap`` the benchmark starts its own
 broker (``python -m broker start --port 0`` in a temporary directory) and stops it at the end.
@@ -39,6 +45,8 @@ from pathlib import Path
 from benchmarks.codec import emit, sample_records
 from benchmarks.servers import stop_process
 from client import Admin, Consumer, Producer, TopicPartition
+from client import fetcher as fetcher_module
+from client import producer as producer_module
 
 VALUE_BYTES = 100
 PRODUCER_VALUE_BYTES = (100, 1024)  # issue #8: 100 B and 1 KiB values
@@ -221,6 +229,88 @@ def consumer_case(bootstrap: str, n: int, profiler: cProfile.Profile | None) -> 
     })
 
 
+@contextmanager
+def client_versions(produce: tuple[int, int] | None = None,
+                    fetch: tuple[int, int] | None = None) -> Iterator[None]:
+    """The clients as of an older release: the Produce (message format) and Fetch versions
+    they may use, narrowed for the block."""
+    saved = producer_module.PRODUCE_VERSIONS, fetcher_module.FETCH_VERSIONS
+    if produce is not None:
+        producer_module.PRODUCE_VERSIONS = produce
+    if fetch is not None:
+        fetcher_module.FETCH_VERSIONS = fetch
+    try:
+        yield
+    finally:
+        producer_module.PRODUCE_VERSIONS, fetcher_module.FETCH_VERSIONS = saved
+
+
+def fill_format(bootstrap: str, topic: str, n: int, codec: str, message_format: int,
+                idempotent: bool) -> float:
+    """``fill`` with acks=all in message format ``message_format``; the seconds it took."""
+    samples = values()
+    produce = (1, 1) if message_format == 1 else None
+    with client_versions(produce=produce), Producer(
+        bootstrap, acks="all", compression=codec, linger_ms=5, batch_bytes=256 * 1024,
+        buffer_bytes=64 * 1024 * 1024, enable_idempotence=idempotent,
+    ) as producer:
+        producer.send(topic, samples[0]).result(30)
+        start = time.perf_counter()
+        send_many = producer.send_many
+        for _ in range((n - 1) // len(samples)):
+            send_many(topic, samples)
+        send_many(topic, samples[: (n - 1) % len(samples)])
+        producer.flush()
+        return time.perf_counter() - start
+
+
+def format_cases(bootstrap: str, produce_n: int, consume_n: int) -> None:
+    """Message format v1 against v2, idempotent or not, in the same run (issue #27)."""
+    cases = [(1, "none", False), (1, "lz4", False)] + [
+        (2, codec, idempotent) for codec in ("none", "lz4", "zstd") for idempotent in (False, True)]
+    with Admin(bootstrap) as admin:
+        for message_format, codec, idempotent in cases:
+            topic = new_topic(admin, f"format-v{message_format}-{codec}-{idempotent}")
+            seconds = fill_format(bootstrap, topic, produce_n, codec, message_format, idempotent)
+            emit({"bench": "producer_format", "format": f"v{message_format}", "codec": codec,
+                  "idempotent": idempotent, "acks": "all", "messages": produce_n,
+                  "value_bytes": VALUE_BYTES, "msgs_per_s": round(produce_n / seconds),
+                  "mb_per_s": round(produce_n * VALUE_BYTES / seconds / 1e6, 1)})
+        topics = {}
+        for message_format in (1, 2):
+            topics[message_format] = new_topic(admin, f"read-v{message_format}")
+            fill_format(bootstrap, topics[message_format], consume_n, "none", message_format,
+                        message_format == 2)
+    seconds_v2 = 0.0
+    for message_format, fetch, label in ((1, None, "v4"), (2, None, "v4"),
+                                         (2, (2, 2), "v2 (down-converted)")):
+        with client_versions(fetch=fetch):
+            seconds = consume(bootstrap, topics[message_format], consume_n)
+        line = {"bench": "consumer_format", "format": f"v{message_format}", "fetch": label,
+                "messages": consume_n, "value_bytes": VALUE_BYTES,
+                "msgs_per_s": round(consume_n / seconds),
+                "mb_per_s": round(consume_n * VALUE_BYTES / seconds / 1e6, 1)}
+        if fetch is None and message_format == 2:
+            seconds_v2 = seconds
+        elif fetch is not None:
+            megabytes = consume_n * VALUE_BYTES / 1e6
+            line["conversion_ms_per_mb"] = round((seconds - seconds_v2) / megabytes * 1000, 2)
+        emit(line)
+
+
+def consume(bootstrap: str, topic: str, n: int) -> float:
+    """Seconds ``Consumer.poll`` takes to read ``n`` messages of ``topic`` from the start."""
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
+        consumer.assign([tp])
+        consumer.position(tp)
+        seen = 0
+        start = time.perf_counter()
+        while seen < n:
+            seen += len(consumer.poll(timeout_ms=1000))
+        return time.perf_counter() - start
+
+
 def latency_case(bootstrap: str, seconds: float, rate: int = 1000) -> None:
     with Admin(bootstrap) as admin:
         topic = new_topic(admin, "latency")
@@ -331,6 +421,7 @@ def main(argv: list[str] | None = None) -> None:
         consumer_case(bootstrap, consume_n, use("consumer"))
         latency_case(bootstrap, latency_s)
         many_topics_case(bootstrap, topics_n)
+        format_cases(bootstrap, produce_n, consume_n)
 
     if args.bootstrap:
         run(args.bootstrap)
