@@ -21,7 +21,9 @@ def _metadata_request(body: Body, version: int) -> Body:
     topics = body["topics"]
     names = None if topics is None or (version == 0 and not topics) else [
         t["name"] for t in topics]
-    return {"topics": names, "allow_auto_topic_creation": True}
+    # v4 lets the client say whether a topic it names may be created (before: always)
+    return {"topics": names,
+            "allow_auto_topic_creation": body.get("allow_auto_topic_creation", True)}
 
 
 def _metadata_topic(topic: Body) -> Body:

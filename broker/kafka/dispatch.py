@@ -56,8 +56,8 @@ async def answer(ctx: BrokerContext, request: KafkaRequest) -> Sequence[Piece]:
     """The response frame's pieces; none for Produce with acks=0."""
     route = ROUTES[KafkaApiKey(request.api.key)]
     version = request.api_version
-    header = RequestHeader(route.native, route.native_version, request.correlation_id,
-                           request.client_id)
+    header = RequestHeader(route.native, route.native_version_for(version),
+                           request.correlation_id, request.client_id)
     handler = (HANDLERS if ctx.metrics is None else ctx.metrics.handlers)[route.native]
     magic = None
     if route is records_routes.FETCH:  # its readers take converted batches in their magic

@@ -1,4 +1,4 @@
-"""Kafka's Fetch response (v0-v3), written with its record data as file slices.
+"""Kafka's Fetch response (v0-v5), written with its record data as file slices.
 
 The table encoder (protocol/kafka) writes a body into one buffer; a Fetch's records should go
 from the page cache to the socket with sendfile instead (broker/frames.py), so this one
@@ -18,8 +18,12 @@ from protocol.framing import frame_header
 _CORRELATION = struct.Struct(">i")
 _COUNT = struct.Struct(">i")
 _STRING_LENGTH = struct.Struct(">h")
-#: partition_index, error_code, high_watermark, the records' length
-_PARTITION = struct.Struct(">ihqi")
+#: partition_index, error_code, high_watermark
+_PARTITION = struct.Struct(">ihq")
+_OFFSET = struct.Struct(">q")
+#: an aborted transaction (v4+): producer_id, first_offset
+_ABORTED = struct.Struct(">qq")
+_NULL_ARRAY = -1
 
 
 def encode_fetch_response(
@@ -40,9 +44,17 @@ def encode_fetch_response(
         out += _COUNT.pack(len(partitions))
         for p in partitions:
             records = p["records"]
-            out += _PARTITION.pack(p["partition_index"], p["error_code"], p["high_watermark"],
-                                   len(records) if not isinstance(records, ReadResult)
-                                   else records.length)
+            out += _PARTITION.pack(p["partition_index"], p["error_code"], p["high_watermark"])
+            if version >= 4:
+                out += _OFFSET.pack(p["last_stable_offset"])
+                if version >= 5:
+                    out += _OFFSET.pack(p["log_start_offset"])
+                aborted = p["aborted_transactions"]
+                out += _COUNT.pack(_NULL_ARRAY if aborted is None else len(aborted))
+                for txn in aborted or ():
+                    out += _ABORTED.pack(txn["producer_id"], txn["first_offset"])
+            out += _COUNT.pack(len(records) if not isinstance(records, ReadResult)
+                               else records.length)
             if isinstance(records, ReadResult):
                 if records.length:
                     pieces.append(bytes(out))

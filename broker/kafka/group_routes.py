@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.kafka.route import Body, Route, same_body
 from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
 from protocol.kafka import consumer_protocol
 
 #: Kafka's names for the group states (0.10.2 calls Rebalancing "AwaitingSync")
@@ -38,7 +39,14 @@ def _error_refusal(body: Body, version: int, code: int) -> Body:
 # --------------------------------------------------------------------------- FindCoordinator
 
 
+#: FindCoordinator v1's key types: 0 a group's coordinator (1, a transactional id's: none here)
+GROUP_KEY_TYPE = 0
+
+
 def _find_coordinator_response(reply: Body, body: Body, version: int) -> Body:
+    if body.get("key_type", GROUP_KEY_TYPE) != GROUP_KEY_TYPE:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "node_id": -1, "host": "", "port": -1,
+                "error_message": "no transaction coordinators: there are no transactions yet"}
     return {"error_code": reply["error_code"], "node_id": reply["node_id"],
             "host": reply["host"], "port": reply["port"]}
 

@@ -34,6 +34,18 @@ class Route:
     request: ToNative
     response: FromNative
     refusal: Refusal
+    #: the first Kafka version served by ``newer_native_version`` instead, where a newer
+    #: native version means something the older Kafka versions must not get (Fetch: v4 readers
+    #: take record batches as stored)
+    newer_from: int | None = None
+    newer_native_version: int | None = None
+
+    def native_version_for(self, version: int) -> int:
+        """The native version a request of this Kafka version becomes."""
+        if self.newer_from is not None and self.newer_native_version is not None and (
+                version >= self.newer_from):
+            return self.newer_native_version
+        return self.native_version
 
 
 def same_body(body: Body, version: int) -> Body:

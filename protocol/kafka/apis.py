@@ -1,16 +1,15 @@
-"""Kafka 0.10.2's API table, and InitProducerId v0 of 0.11: every request and response schema
+"""Kafka 0.11.0's API table, as far as a client calls it: every request and response schema
 the Kafka codec speaks.
 
 One ``KafkaApi`` row per API with its version range and two ``Struct`` tables, fields in wire
 order with the versions they exist in, as in Kafka's ``common/message/*.json`` (names in
-snake_case). The APIs and versions of Apache Kafka 0.10.2 are here, because clients infer the
-broker's release from the ApiVersions table (kafka-python takes Metadata v4 for 0.11 and
-switches to record batches and idempotence), plus InitProducerId v0, which no client takes for
-a release: ApiVersions advertises this table and nothing else, so nothing unimplemented is ever
-advertised. Message sets (Produce's and Fetch's records) are
-``RECORDS``: opaque bytes, a memoryview of the frame.
+snake_case). The APIs and versions are Apache Kafka 0.11.0's, because clients infer the broker's
+release from the ApiVersions table (kafka-python takes Metadata v4 for 0.11) and then write
+record batches (Produce v3), read them (Fetch v4-5) and ask for producer ids (InitProducerId
+v0); 0.11's transaction, ACL and config APIs are left out. ApiVersions advertises this table
+and nothing else, so nothing unimplemented is ever advertised. Record data (Produce's and
+Fetch's records) is ``RECORDS``: opaque bytes, a memoryview of the frame.
 """
-
 from __future__ import annotations
 
 from enum import IntEnum
@@ -20,6 +19,7 @@ from protocol.kafka.schema import Array, Field, Struct, compile_struct, decode_w
 from protocol.kafka.types import (
     BOOLEAN,
     BYTES,
+    INT8_T,
     INT16_T,
     INT32_T,
     INT64_T,
@@ -89,11 +89,23 @@ class KafkaApi:
 
 _ERROR = F("error_code", INT16_T)
 _THROTTLE_V1 = F("throttle_time_ms", INT32_T, since=1, default=0)
+
+
+def _throttle(since: int) -> Field:
+    """``throttle_time_ms`` from the version that brought it (always 0 where the route sets
+    none: quotas hold back only Produce and Fetch)."""
+    return F("throttle_time_ms", INT32_T, since=since, default=0)
+
+
+#: Kafka's isolation levels (Fetch v4+, ListOffsets v2+): without transactions, both read up to
+#: the high watermark
+_ISOLATION_LEVEL = "isolation_level"
 _STRINGS = Array(STRING)
 
 PRODUCE = KafkaApi(
-    KafkaApiKey.PRODUCE, 0, 2,
+    KafkaApiKey.PRODUCE, 0, 3,
     Struct(
+        F("transactional_id", NULLABLE_STRING, since=3, default=None),
         F("acks", INT16_T),
         F("timeout_ms", INT32_T),
         F("topic_data", Array(Struct(
@@ -119,17 +131,19 @@ PRODUCE = KafkaApi(
 )
 
 FETCH = KafkaApi(
-    KafkaApiKey.FETCH, 0, 3,
+    KafkaApiKey.FETCH, 0, 5,
     Struct(
         F("replica_id", INT32_T, default=-1),
         F("max_wait_ms", INT32_T),
         F("min_bytes", INT32_T),
         F("max_bytes", INT32_T, since=3, default=0x7FFFFFFF),
+        F(_ISOLATION_LEVEL, INT8_T, since=4, default=0),
         F("topics", Array(Struct(
             F("topic", STRING),
             F("partitions", Array(Struct(
                 F("partition", INT32_T),
                 F("fetch_offset", INT64_T),
+                F("log_start_offset", INT64_T, since=5, default=-1),
                 F("partition_max_bytes", INT32_T),
             ))),
         ))),
@@ -142,6 +156,12 @@ FETCH = KafkaApi(
                 F("partition_index", INT32_T),
                 _ERROR,
                 F("high_watermark", INT64_T),
+                F("last_stable_offset", INT64_T, since=4, default=-1),
+                F("log_start_offset", INT64_T, since=5, default=-1),
+                F("aborted_transactions", Array(Struct(
+                    F("producer_id", INT64_T),
+                    F("first_offset", INT64_T),
+                )), since=4, nullable_since=4, default=None),
                 F("records", RECORDS),
             ))),
         ))),
@@ -149,9 +169,10 @@ FETCH = KafkaApi(
 )
 
 LIST_OFFSETS = KafkaApi(
-    KafkaApiKey.LIST_OFFSETS, 0, 1,
+    KafkaApiKey.LIST_OFFSETS, 0, 2,
     Struct(
         F("replica_id", INT32_T, default=-1),
+        F(_ISOLATION_LEVEL, INT8_T, since=2, default=0),
         F("topics", Array(Struct(
             F("name", STRING),
             F("partitions", Array(Struct(
@@ -162,6 +183,7 @@ LIST_OFFSETS = KafkaApi(
         ))),
     ),
     Struct(
+        _throttle(2),
         F("topics", Array(Struct(
             F("name", STRING),
             F("partitions", Array(Struct(
@@ -176,10 +198,14 @@ LIST_OFFSETS = KafkaApi(
 )
 
 METADATA = KafkaApi(
-    KafkaApiKey.METADATA, 0, 2,
+    KafkaApiKey.METADATA, 0, 4,
     # v0: an empty list means every topic; v1+: null means every topic, empty none
-    Struct(F("topics", Array(Struct(F("name", STRING))), nullable_since=1)),
     Struct(
+        F("topics", Array(Struct(F("name", STRING))), nullable_since=1),
+        F("allow_auto_topic_creation", BOOLEAN, since=4, default=True),
+    ),
+    Struct(
+        _throttle(3),
         F("brokers", Array(Struct(
             F("node_id", INT32_T),
             F("host", STRING),
@@ -204,7 +230,7 @@ METADATA = KafkaApi(
 )
 
 OFFSET_COMMIT = KafkaApi(
-    KafkaApiKey.OFFSET_COMMIT, 0, 2,
+    KafkaApiKey.OFFSET_COMMIT, 0, 3,
     Struct(
         F("group_id", STRING),
         F("generation_id", INT32_T, since=1, default=-1),
@@ -221,6 +247,7 @@ OFFSET_COMMIT = KafkaApi(
         ))),
     ),
     Struct(
+        _throttle(3),
         F("topics", Array(Struct(
             F("name", STRING),
             F("partitions", Array(Struct(F("partition_index", INT32_T), _ERROR))),
@@ -229,7 +256,7 @@ OFFSET_COMMIT = KafkaApi(
 )
 
 OFFSET_FETCH = KafkaApi(
-    KafkaApiKey.OFFSET_FETCH, 0, 2,
+    KafkaApiKey.OFFSET_FETCH, 0, 3,
     Struct(
         F("group_id", STRING),
         # null (v2+): every partition the group has committed
@@ -239,6 +266,7 @@ OFFSET_FETCH = KafkaApi(
         )), nullable_since=2),
     ),
     Struct(
+        _throttle(3),
         F("topics", Array(Struct(
             F("name", STRING),
             F("partitions", Array(Struct(
@@ -253,13 +281,20 @@ OFFSET_FETCH = KafkaApi(
 )
 
 FIND_COORDINATOR = KafkaApi(
-    KafkaApiKey.FIND_COORDINATOR, 0, 0,
-    Struct(F("key", STRING)),
-    Struct(_ERROR, F("node_id", INT32_T), F("host", STRING), F("port", INT32_T)),
+    KafkaApiKey.FIND_COORDINATOR, 0, 1,
+    Struct(F("key", STRING), F("key_type", INT8_T, since=1, default=0)),
+    Struct(
+        _throttle(1),
+        _ERROR,
+        F("error_message", NULLABLE_STRING, since=1, default=None),
+        F("node_id", INT32_T),
+        F("host", STRING),
+        F("port", INT32_T),
+    ),
 )
 
 JOIN_GROUP = KafkaApi(
-    KafkaApiKey.JOIN_GROUP, 0, 1,
+    KafkaApiKey.JOIN_GROUP, 0, 2,
     Struct(
         F("group_id", STRING),
         F("session_timeout_ms", INT32_T),
@@ -269,6 +304,7 @@ JOIN_GROUP = KafkaApi(
         F("protocols", Array(Struct(F("name", STRING), F("metadata", BYTES)))),
     ),
     Struct(
+        _throttle(2),
         _ERROR,
         F("generation_id", INT32_T, default=-1),
         F("protocol_name", STRING),
@@ -279,32 +315,33 @@ JOIN_GROUP = KafkaApi(
 )
 
 HEARTBEAT = KafkaApi(
-    KafkaApiKey.HEARTBEAT, 0, 0,
+    KafkaApiKey.HEARTBEAT, 0, 1,
     Struct(F("group_id", STRING), F("generation_id", INT32_T), F("member_id", STRING)),
-    Struct(_ERROR),
+    Struct(_THROTTLE_V1, _ERROR),
 )
 
 LEAVE_GROUP = KafkaApi(
-    KafkaApiKey.LEAVE_GROUP, 0, 0,
+    KafkaApiKey.LEAVE_GROUP, 0, 1,
     Struct(F("group_id", STRING), F("member_id", STRING)),
-    Struct(_ERROR),
+    Struct(_THROTTLE_V1, _ERROR),
 )
 
 SYNC_GROUP = KafkaApi(
-    KafkaApiKey.SYNC_GROUP, 0, 0,
+    KafkaApiKey.SYNC_GROUP, 0, 1,
     Struct(
         F("group_id", STRING),
         F("generation_id", INT32_T),
         F("member_id", STRING),
         F("assignments", Array(Struct(F("member_id", STRING), F("assignment", BYTES)))),
     ),
-    Struct(_ERROR, F("assignment", BYTES)),
+    Struct(_THROTTLE_V1, _ERROR, F("assignment", BYTES)),
 )
 
 DESCRIBE_GROUPS = KafkaApi(
-    KafkaApiKey.DESCRIBE_GROUPS, 0, 0,
+    KafkaApiKey.DESCRIBE_GROUPS, 0, 1,
     Struct(F("groups", _STRINGS)),
     Struct(
+        _THROTTLE_V1,
         F("groups", Array(Struct(
             _ERROR,
             F("group_id", STRING),
@@ -323,9 +360,10 @@ DESCRIBE_GROUPS = KafkaApi(
 )
 
 LIST_GROUPS = KafkaApi(
-    KafkaApiKey.LIST_GROUPS, 0, 0,
+    KafkaApiKey.LIST_GROUPS, 0, 1,
     Struct(),
     Struct(
+        _THROTTLE_V1,
         _ERROR,
         F("groups", Array(Struct(F("group_id", STRING), F("protocol_type", STRING)))),
     ),
@@ -352,7 +390,7 @@ API_VERSIONS = KafkaApi(
 )
 
 CREATE_TOPICS = KafkaApi(
-    KafkaApiKey.CREATE_TOPICS, 0, 1,
+    KafkaApiKey.CREATE_TOPICS, 0, 2,
     Struct(
         F("topics", Array(Struct(
             F("name", STRING),
@@ -368,6 +406,7 @@ CREATE_TOPICS = KafkaApi(
         F("validate_only", BOOLEAN, since=1, default=False),
     ),
     Struct(
+        _throttle(2),
         F("topics", Array(Struct(
             F("name", STRING),
             _ERROR,
@@ -377,9 +416,9 @@ CREATE_TOPICS = KafkaApi(
 )
 
 DELETE_TOPICS = KafkaApi(
-    KafkaApiKey.DELETE_TOPICS, 0, 0,
+    KafkaApiKey.DELETE_TOPICS, 0, 1,
     Struct(F("topic_names", _STRINGS), F("timeout_ms", INT32_T)),
-    Struct(F("responses", Array(Struct(F("name", STRING), _ERROR)))),
+    Struct(_THROTTLE_V1, F("responses", Array(Struct(F("name", STRING), _ERROR)))),
 )
 
 INIT_PRODUCER_ID = KafkaApi(

@@ -124,3 +124,23 @@ def test_a_zstd_batch_is_refused_to_old_readers(broker: BrokerProcess) -> None:
     assert [m.value for m in read_set(bytes(first["records"]))] == [b"v"]
     assert refused["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert v4["error_code"] == 0 and v4["records"]
+
+
+def test_conversion_after_a_restart(broker: BrokerProcess) -> None:
+    """A segment opened at start-up is not known to hold batches or not: its ranges are
+    looked at, and converted all the same."""
+    with RawClient(broker.address) as client:
+        client.create_topic("restarted", 1, segment_bytes="200")
+        expected = write_mixed(client, "restarted")
+    broker.restart()
+    with RawClient(broker.address) as client:
+        for start in range(len(expected)):
+            offset, got = start, []
+            while offset < len(expected):  # a read ends at its segment's end
+                result = fetch(client, "restarted", offset, 3)
+                assert result["error_code"] == 0, (offset, result)
+                page = read_old(bytes(result["records"]), offset)
+                assert page, offset
+                got += page
+                offset = page[-1].offset + 1
+            assert got == [e._replace(timestamp=-1) for e in expected[start:]], start

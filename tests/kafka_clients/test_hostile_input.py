@@ -166,10 +166,10 @@ def test_an_unknown_api_key_is_closed_with_nothing_written(hostile_broker: Broke
     still_serving(hostile_broker)
 
 
-@pytest.mark.parametrize("version", [3, 7, -1])
+@pytest.mark.parametrize("version", [4, 7, -1])
 def test_an_unsupported_produce_version_is_closed_with_nothing_written(
         hostile_broker: BrokerProcess, version: int) -> None:
-    """Produce v3 is what a client sends a 0.11 broker (record batches, a transactional id)."""
+    """Produce v4 is what a client sends a 1.0 broker; the listener's table is 0.11's."""
     body = struct.pack(">hhi", -1, 1, 1000) + struct.pack(">i", 0)  # null txn id, acks, timeout
     with connect(hostile_broker) as sock:
         port = peer_port(sock)

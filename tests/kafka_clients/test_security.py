@@ -177,11 +177,12 @@ def kafka_python_config(secured: Secured, user: str, password: str = PASSWORD, *
     return config
 
 
-def kafka_python_produce(config: dict[str, Any], topic: str, messages: list[Message]) -> None:
+def kafka_python_produce(config: dict[str, Any], topic: str, messages: list[Message],
+                         **options: Any) -> None:
     """Raises the first message's error, as kafka-python raises it."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(**config, linger_ms=5, max_block_ms=20_000)
+    producer = KafkaProducer(**config, linger_ms=5, max_block_ms=20_000, **options)
     try:
         futures = [producer.send(topic, value=v, key=k, partition=0) for k, v in messages]
         producer.flush(TIMEOUT_S)
@@ -342,7 +343,10 @@ def test_confluent_kafka_without_write_or_read_gets_topic_authorization_failed(
 
 def test_kafka_python_without_write_or_read_gets_topic_authorization_failed(
         secured: Secured) -> None:
-    from kafka.errors import TopicAuthorizationFailedError
+    """Idempotent (kafka-python's default against 0.11), a producer without Write on any topic
+    is refused its producer id, as Kafka refuses it (KIP-679); without idempotence, the topic's
+    Write is what it lacks."""
+    from kafka.errors import KafkaError, TopicAuthorizationFailedError
 
     topic, group = secured.topic("denied-kafka-python"), unique_topic("g-denied-kafka-python")
     secured.grant("alice", TOPIC, topic, Op.WRITE)
@@ -351,8 +355,11 @@ def test_kafka_python_without_write_or_read_gets_topic_authorization_failed(
     secured.grant("carol", GROUP, group, Op.READ)
     produce_as(secured, "kafka-python", "alice", topic, messages("alice", 3))
 
-    with pytest.raises(TopicAuthorizationFailedError, match=topic):
+    with pytest.raises(KafkaError, match="ClusterAuthorizationFailed"):
         kafka_python_produce(kafka_python_config(secured, "bob"), topic, messages("bob", 1))
+    with pytest.raises(TopicAuthorizationFailedError, match=topic):
+        kafka_python_produce(kafka_python_config(secured, "bob"), topic, messages("bob", 1),
+                             enable_idempotence=False)
     assert secured.end_offset(topic) == 3
 
     with pytest.raises(TopicAuthorizationFailedError, match=topic):

@@ -34,26 +34,33 @@ def _flatten(pieces: list[Piece]) -> bytes:
     return b"".join(p.bytes() if isinstance(p, ReadResult) else p for p in pieces)
 
 
+#: v4+'s aborted transactions: null (read_uncommitted), none, some
+ABORTED: list[list[dict[str, int]] | None] = [
+    None, [], [{"producer_id": 7, "first_offset": 3}, {"producer_id": 9, "first_offset": 12}]]
+
+
 def _body(records: list[object]) -> dict[str, object]:
     return {
         "throttle_time_ms": 7,
         "responses": [
             {"topic": "events", "partitions": [
                 {"partition_index": i, "error_code": 0 if i else 1, "high_watermark": 10 * i,
+                 "last_stable_offset": 10 * i - 1, "log_start_offset": i,
+                 "aborted_transactions": ABORTED[i % len(ABORTED)],
                  "records": r} for i, r in enumerate(records)]},
             {"topic": "ünïcode", "partitions": []},
         ],
     }
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_bytes_records_encode_as_the_table_does(version: int) -> None:
     body = _body([b"", b"abc", b"x" * 1000])
     expected = encode_frame(encode_response(FETCH, version, 42, body))
     assert _flatten(encode_fetch_response(version, 42, body)) == expected
 
 
-@pytest.mark.parametrize("version", [0, 3])
+@pytest.mark.parametrize("version", [0, 3, 4, 5])
 def test_file_slices_stay_slices_and_read_back(version: int, tmp_path: Path) -> None:
     data = bytes(range(256)) * 8
     segment = _File(tmp_path / "segment", data)

@@ -40,6 +40,7 @@ def test_request_translates_to_a_valid_native_request(key: int, version: int,
     body = _as_received(key, version, data.draw(value_of(api.request, version)))
     native = route.request(body, version)
     native_api = REGISTRY[route.native]
-    validate(native_api.name, "request", route.native_version, native_api.request, native)
+    validate(native_api.name, "request", route.native_version_for(version), native_api.request,
+             native)
     refusal = route.refusal(body, version, ErrorCode.NOT_COORDINATOR)
     api.encode_response(version, refusal, bytearray())

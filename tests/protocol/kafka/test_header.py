@@ -31,29 +31,27 @@ from protocol.kafka.header import (
     read_request_header,
 )
 
-#: Apache Kafka 0.10.2's table: (key, min, max)
-KAFKA_0_10_2 = [
-    (0, 0, 2),  # Produce
-    (1, 0, 3),  # Fetch
-    (2, 0, 1),  # ListOffsets
-    (3, 0, 2),  # Metadata
-    (8, 0, 2),  # OffsetCommit
-    (9, 0, 2),  # OffsetFetch
-    (10, 0, 0),  # FindCoordinator (GroupCoordinator)
-    (11, 0, 1),  # JoinGroup
-    (12, 0, 0),  # Heartbeat
-    (13, 0, 0),  # LeaveGroup
-    (14, 0, 0),  # SyncGroup
-    (15, 0, 0),  # DescribeGroups
-    (16, 0, 0),  # ListGroups
+#: Apache Kafka 0.11.0's table, the APIs a client of the listener calls: (key, min, max)
+ADVERTISED = [
+    (0, 0, 3),  # Produce
+    (1, 0, 5),  # Fetch
+    (2, 0, 2),  # ListOffsets
+    (3, 0, 4),  # Metadata
+    (8, 0, 3),  # OffsetCommit
+    (9, 0, 3),  # OffsetFetch
+    (10, 0, 1),  # FindCoordinator
+    (11, 0, 2),  # JoinGroup
+    (12, 0, 1),  # Heartbeat
+    (13, 0, 1),  # LeaveGroup
+    (14, 0, 1),  # SyncGroup
+    (15, 0, 1),  # DescribeGroups
+    (16, 0, 1),  # ListGroups
     (17, 0, 0),  # SaslHandshake
     (18, 0, 1),  # ApiVersions
-    (19, 0, 1),  # CreateTopics
-    (20, 0, 0),  # DeleteTopics
+    (19, 0, 2),  # CreateTopics
+    (20, 0, 1),  # DeleteTopics
+    (22, 0, 0),  # InitProducerId
 ]
-#: what the listener advertises: 0.10.2's table and InitProducerId v0 (0.11's), from which no
-#: client infers a release
-ADVERTISED = [*KAFKA_0_10_2, (22, 0, 0)]
 TABLE_BYTES = struct.pack(">i", len(ADVERTISED)) + b"".join(
     struct.pack(">hhh", *row) for row in ADVERTISED
 )
@@ -66,7 +64,7 @@ FLEXIBLE_API_VERSIONS_V3 = (
 )
 
 
-def test_the_advertised_table_is_kafka_0_10_2s_and_init_producer_id() -> None:
+def test_the_advertised_table_is_kafka_0_11_0s() -> None:
     assert [
         (row["api_key"], row["min_version"], row["max_version"]) for row in advertised_versions()
     ] == ADVERTISED
@@ -141,8 +139,8 @@ def test_api_versions_above_the_maximum_is_answered_v0_shaped_with_error_35(vers
 
 def test_an_unsupported_version_of_another_api_is_its_own_error() -> None:
     wire = encode_request(FETCH, 3, 77, "c", {"max_wait_ms": 1, "min_bytes": 1, "topics": []})
-    wire = wire[:2] + b"\x00\x04" + wire[4:]
-    with pytest.raises(UnsupportedApiVersionError, match=r"Fetch \(key 1\) version 4") as err:
+    wire = wire[:2] + b"\x00\x06" + wire[4:]
+    with pytest.raises(UnsupportedApiVersionError, match=r"Fetch \(key 1\) version 6") as err:
         decode_request(wire)
     assert err.value.correlation_id == 77
 
