@@ -1,13 +1,15 @@
 """Kafka's own clients driven the same way: produce a list of messages, read a partition back.
 
 Each client runs as its users run it: kcat and kafkajs as processes, confluent-kafka
-(librdkafka) and kafka-python in this process. ``produce`` returns once every message is
-acknowledged (or raises naming the client); ``read`` returns the (key, value) pairs of one
-partition from an offset, the client's own consumer doing the reading.
+(librdkafka), kafka-python and aiokafka (on an asyncio loop of its own) in this process.
+``produce`` returns once every message is acknowledged (or raises naming the client); ``read``
+returns the (key, value) pairs of one partition from an offset, the client's own consumer doing
+the reading.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -19,13 +21,14 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 KAFKAJS = HERE / "kafkajs"
 KAFKAJS_SCRIPT = KAFKAJS / "client.js"
-#: every client and the codecs it offers on message format v1 (kafkajs ships gzip alone; its
-#: snappy and lz4 are third-party plugins)
+#: every client and the codecs it offers a 0.11 broker (kafkajs ships gzip alone; its snappy
+#: and lz4 are third-party plugins; zstd needs Produce v7, Kafka 2.1)
 CODECS: dict[str, tuple[str, ...]] = {
     "kcat": ("none", "gzip", "snappy", "lz4"),
     "confluent-kafka": ("none", "gzip", "snappy", "lz4"),
     "kafka-python": ("none", "gzip", "snappy", "lz4"),
     "kafkajs": ("none", "gzip"),
+    "aiokafka": ("none", "gzip", "snappy", "lz4"),
 }
 CLIENTS = tuple(CODECS)
 Message = tuple[bytes | None, bytes]
@@ -53,6 +56,8 @@ def produce(client: str, bootstrap: str, topic: str, messages: list[Message], *,
         _confluent_produce(bootstrap, topic, messages, codec, acks, partition)
     elif client == "kafka-python":
         _kafka_python_produce(bootstrap, topic, messages, codec, acks, partition)
+    elif client == "aiokafka":
+        asyncio.run(_aiokafka_produce(bootstrap, topic, messages, codec, acks, partition))
     else:
         _kafkajs("produce", bootstrap, {
             "topic": topic, "partition": partition, "acks": acks, "codec": codec,
@@ -70,6 +75,8 @@ def read(client: str, bootstrap: str, topic: str, count: int, *, partition: int 
         return _confluent_read(bootstrap, topic, count, partition, offset)
     if client == "kafka-python":
         return _kafka_python_read(bootstrap, topic, count, partition, offset)
+    if client == "aiokafka":
+        return asyncio.run(_aiokafka_read(bootstrap, topic, count, partition, offset))
     out = _kafkajs("read", bootstrap, {"topic": topic, "partition": partition,
                                         "offset": offset, "count": count})
     return [(None if k is None else k.encode(), v.encode()) for k, v in out["messages"]]
@@ -86,6 +93,8 @@ def group_read(client: str, bootstrap: str, group: str, topic: str, count: int, 
         return _confluent_group_read(bootstrap, group, topic, count, commit)
     if client == "kafka-python":
         return _kafka_python_group_read(bootstrap, group, topic, count, commit)
+    if client == "aiokafka":
+        return asyncio.run(_aiokafka_group_read(bootstrap, group, topic, count, commit))
     out = _kafkajs("group", bootstrap, {"topic": topic, "group": group, "count": count,
                                          "commit": commit})
     offsets: list[int] = out["offsets"]
@@ -197,6 +206,66 @@ def _confluent_group_read(bootstrap: str, group: str, topic: str, count: int,
         return offsets
     finally:
         consumer.close()
+
+
+# ----------------------------------------------------------------------------------- aiokafka
+
+async def _aiokafka_produce(bootstrap: str, topic: str, messages: list[Message], codec: str,
+                            acks: int, partition: int) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=acks if acks == 1 else "all",
+                                compression_type=None if codec == "none" else codec,
+                                linger_ms=5, request_timeout_ms=int(TIMEOUT_S * 1000))
+    await asyncio.wait_for(producer.start(), TIMEOUT_S)
+    try:
+        futures = [await producer.send(topic, value=v, key=k, partition=partition)
+                   for k, v in messages]
+        await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT_S)
+    finally:
+        await producer.stop()
+
+
+async def _aiokafka_read(bootstrap: str, topic: str, count: int, partition: int,
+                         offset: int) -> list[Message]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await asyncio.wait_for(consumer.start(), TIMEOUT_S)
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        out: list[Message] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(out) < count and time.monotonic() < deadline:
+            for records in (await consumer.getmany(tp, timeout_ms=500)).values():
+                out += [(r.key, r.value) for r in records]
+        return out[:count]
+    finally:
+        await consumer.stop()
+
+
+async def _aiokafka_group_read(bootstrap: str, group: str, topic: str, count: int,
+                               commit: bool) -> list[int]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
+    await asyncio.wait_for(consumer.start(), TIMEOUT_S)
+    try:
+        offsets: list[int] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(offsets) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500, max_records=count - len(offsets))
+            for records in batches.values():
+                offsets += [r.offset for r in records]
+        offsets = offsets[:count]
+        if commit and offsets:
+            await consumer.commit({TopicPartition(topic, 0): offsets[-1] + 1})
+        return offsets
+    finally:
+        await consumer.stop()
 
 
 # ------------------------------------------------------------------------------- kafka-python

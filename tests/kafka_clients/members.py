@@ -9,6 +9,7 @@ is processed and its offset committed (kcat: once printed; librdkafka commits it
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -80,8 +81,30 @@ def kafkajs_member(bootstrap: str, group: str, topic: str) -> None:
     os.execvp("node", ["node", str(KAFKAJS_SCRIPT), "member", bootstrap])
 
 
+def aiokafka_member(bootstrap: str, group: str, topic: str) -> None:
+    asyncio.run(_aiokafka_member(bootstrap, group, topic))
+
+
+async def _aiokafka_member(bootstrap: str, group: str, topic: str) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                session_timeout_ms=SESSION_TIMEOUT_MS,
+                                heartbeat_interval_ms=500)
+    await consumer.start()
+    try:
+        while not _stopping:
+            for tp, records in (await consumer.getmany(timeout_ms=200)).items():
+                for record in records:
+                    await consumer.commit({tp: record.offset + 1})
+                    _emit(tp.partition, record.offset, record.value)
+    finally:
+        await consumer.stop()
+
+
 MEMBERS = {"confluent-kafka": confluent_member, "kafka-python": kafka_python_member,
-           "kcat": kcat_member, "kafkajs": kafkajs_member}
+           "kcat": kcat_member, "kafkajs": kafkajs_member, "aiokafka": aiokafka_member}
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _stop)
