@@ -127,6 +127,16 @@ def test_consume_plain_output_and_idle_timeout(fake: FakeBroker) -> None:
     assert out == "null=b\n"  # a null key prints as null, as kafka-console-consumer does
 
 
+def test_produce_with_zstd_to_a_broker_that_takes_record_batches(fake: FakeBroker) -> None:
+    fake.api_versions = {}  # Produce v2, Fetch v4
+    code, _, err = run(["produce", "t", "--bootstrap", fake.bootstrap, "--compression", "zstd"],
+                       b"a\nb\n")
+    assert code == 0, err
+    code, out, err = run(["consume", "t", "--bootstrap", fake.bootstrap, "--from-beginning",
+                          "--max-messages", "2"])
+    assert (code, out) == (0, "a\nb\n"), err
+
+
 def test_produce_json_summary(fake: FakeBroker) -> None:
     code, out, _ = run(["produce", "t", "--bootstrap", fake.bootstrap, "--json"], b"x\ny\n")
     assert code == 0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 from client.producer import Producer
-from protocol.compression import Codec
+from protocol.compression import BatchCodec
 from protocol.errors import OdradekError
 from tooling.cli.args import non_negative_int, positive_int, security_options
 from tooling.cli.client_properties import client_property
@@ -41,7 +41,7 @@ def add_produce_parser(
     produce.add_argument(
         "--compression",
         default="none",
-        choices=[c.name.lower() for c in Codec],
+        choices=[c.name.lower() for c in BatchCodec],
         help="batch compression (default: none)",
     )
     produce.add_argument(
