@@ -18,7 +18,7 @@ DOC = REPO_ROOT / "docs" / "kafka-compatibility.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:9093"
 BLOCK = re.compile(r"^### (.+?)\n\n```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 CLIENT_OF = {"kcat": "kcat", "confluent-kafka (librdkafka)": "confluent-kafka",
-             "kafka-python": "kafka-python", "kafkajs": "kafkajs"}
+             "kafka-python": "kafka-python", "kafkajs": "kafkajs", "aiokafka": "aiokafka"}
 
 
 def _blocks() -> dict[str, tuple[str, str]]:
