@@ -460,8 +460,6 @@ class PartitionLog:
             if leader_epoch is not None:
                 self._leader_epochs.assign(leader_epoch, first)
             self._write_fetched(message_set, scan, first, now)
-            if record_batch.MAGIC in scan.magics:
-                self._replay_batches(message_set, scan)
             flush_due = self._count_unflushed(offsets[-1] - first + 1, now)
         if flush_due:
             self.flush()
@@ -482,6 +480,7 @@ class PartitionLog:
         ):
             whole = data if scan.end == len(data) else memoryview(data)[: scan.end]
             active.append(whole, scan, now)
+            self._replay_batches(whole, scan)
             return
         # Larger than the room left: runs of entries, each filling a segment.
         view = memoryview(data)
@@ -498,7 +497,9 @@ class PartitionLog:
                 base = max(active.next_offset, low, offsets[i] - MAX_RELATIVE_OFFSET)
                 active = self._roll(base) if active.size else self._rebase_active(base)
                 continue
-            active.append(view[positions[i] : ends[j - 1]], _slice(scan, i, j, ends[j - 1]), now)
+            piece, piece_scan = view[positions[i] : ends[j - 1]], _slice(scan, i, j, ends[j - 1])
+            active.append(piece, piece_scan, now)
+            self._replay_batches(piece, piece_scan)  # before a roll snapshots the state
             i, low = j, offsets[j - 1] + 1
 
     def _should_roll(self, active: Segment, size: int, last_offset: int, now: float) -> bool:
@@ -878,6 +879,8 @@ class PartitionLog:
     def _replay_batches(self, data: bytes | bytearray | memoryview, scan: Scan) -> None:
         """Take a follower's appended batches into the producer state (the leader checked
         them; the log is the truth)."""
+        if record_batch.MAGIC not in scan.magics:
+            return
         for position, magic in zip(scan.positions, scan.magics, strict=True):
             if magic == record_batch.MAGIC:
                 header = record_batch.read_batch_header(data, position)

@@ -333,3 +333,27 @@ def test_idle_producers_expire(open_log: OpenLog, clock: FakeClock) -> None:
     clock.advance(40)  # producer 1 wrote 70 s ago, producer 2 40 s ago
     assert log.expire_producers() == [1]
     assert sorted(log.producers.active_producers()) == [2]
+
+
+def test_a_follower_keeps_the_producers_of_a_fetched_set_that_spans_rolls(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    """A fetched set split over new segments: each roll snapshots the state with every batch
+    written before it, so a restart after a crash, from the newest snapshot and the log after
+    it, still knows the producer's last five batches."""
+    leader = open_log()
+    for seq in range(0, 24, 2):
+        leader.append(idem([b"v" * 200, b"w"], seq))
+    follower = open_log(tmp_path / "f-0", segment_bytes=1024)
+    data = leader.read(0, 1 << 20).bytes()
+    first_batch = int.from_bytes(data[8:12], "big") + 12
+    follower.append_as_follower(data[:first_batch], leader_epoch=0)  # a producer known...
+    follower.append_as_follower(data[first_batch:], leader_epoch=0)  # ...then several rolls
+    assert len(follower.segment_base_offsets) > 2
+    follower.flush()
+    crashed = open_log(crash_copy(follower.directory, tmp_path / "crashed-0"), segment_bytes=1024)
+    assert list(crashed.directory.glob("*.snapshot"))
+    for seq in (14, 22):  # the oldest of the last five, in a closed segment, and the newest
+        again = crashed.append(idem([b"v" * 200, b"w"], seq))
+        assert (again.first_offset, again.last_offset) == (seq, seq + 1)
+    assert crashed.log_end_offset == 24
