@@ -2,9 +2,11 @@
 
 One function per invariant; each returns the violations it found, every one with the history's
 lines that show it, so a violation can be read without the run. What is legitimate but worth
-watching (duplicates from retried sends, zombie windows) is counted as a figure.
+watching (zombie windows, duplicates delivered to consumers) is counted as a figure. Both
+producers are idempotent, so a value stored twice is a violation; ``--duplicates-counted``
+counts them instead, for runs of producers that are not.
 
-    python -m tests.chaos.checker RUN_DIR [--duplicates-fail] [--json]
+    python -m tests.chaos.checker RUN_DIR [--duplicates-counted] [--json]
 
 prints the report and exits 1 when it holds a violation.
 """
@@ -164,8 +166,8 @@ def stored_copies(history: History) -> dict[str, list[tuple[str, int, int]]]:
 
 
 def duplicates_stored(copies: dict[str, list[tuple[str, int, int]]]) -> Iterator[Violation]:
-    """A value stored twice: a retried send written again. Until producers are idempotent
-    this is expected and only counted; with ``duplicates_fail`` it is a violation."""
+    """A value stored twice: a retried send written again, which the idempotent producers'
+    numbering must prevent (a violation unless ``duplicates_fail`` is False)."""
     for value, where in sorted(copies.items()):
         places = ", ".join(f"{topic}-{partition}@{offset}" for topic, partition, offset in where)
         yield Violation("duplicate-stored", f"value {value} is stored {len(where)} times",
@@ -377,7 +379,7 @@ def metadata_stale(history: History) -> Iterator[Violation]:
             (evidence(line),))
 
 
-def check_history(history: History, *, duplicates_fail: bool = False) -> Report:
+def check_history(history: History, *, duplicates_fail: bool = True) -> Report:
     """Every invariant over an in-memory history."""
     final = _final_partitions(history)
     copies = stored_copies(history)
@@ -406,7 +408,7 @@ def check_history(history: History, *, duplicates_fail: bool = False) -> Report:
     return Report(tuple(violations), figures)
 
 
-def check(run_dir: Path, *, duplicates_fail: bool = False) -> Report:
+def check(run_dir: Path, *, duplicates_fail: bool = True) -> Report:
     """Every invariant over a run's directory."""
     return check_history(read_history(run_dir), duplicates_fail=duplicates_fail)
 
@@ -415,13 +417,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos.checker",
                                      description="Check a chaos run's recorded history.")
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--duplicates-fail", action="store_true",
-                        help="a value stored twice is a violation, not a figure")
+    parser.add_argument("--duplicates-counted", action="store_true",
+                        help="a value stored twice is a figure, not a violation (producers "
+                             "that are not idempotent)")
     parser.add_argument("--json", action="store_true", help="print the report as a JSON line")
     args = parser.parse_args(argv)
     if not args.run_dir.is_dir():
         parser.error(f"{args.run_dir} is not a directory")
-    report = check(args.run_dir, duplicates_fail=args.duplicates_fail)
+    report = check(args.run_dir, duplicates_fail=not args.duplicates_counted)
     print(report.to_json() if args.json else report.render())
     return 0 if report.ok else 1
 

@@ -1,8 +1,8 @@
 """A librdkafka (confluent-kafka) producer of uniquely numbered messages in its own process,
 for the chaos campaign: ``python -m tests.chaos.kafka_producer --bootstrap B --topic T --name k0
---first N --out FILE``, talking to the brokers' Kafka listeners. acks=all with retries; a
-delivery report is an outcome (tests/chaos/sending.py). Idempotence is off: the Kafka listener
-speaks message format v1."""
+--first N --out FILE``, talking to the brokers' Kafka listeners. acks=all with retries and
+idempotence (the listeners speak Kafka 0.11's table: record batches, InitProducerId); a
+delivery report is an outcome (tests/chaos/sending.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.chaos.sending import Outcomes, main, paced
 
 def produce(args: argparse.Namespace, outcomes: Outcomes, stopping: Callable[[], bool]) -> None:
     producer = Producer({
-        "bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": False,
+        "bootstrap.servers": args.bootstrap, "acks": "all", "enable.idempotence": True,
         "retries": 2_147_483_647, "retry.backoff.ms": 100, "request.timeout.ms": 5_000,
         "message.timeout.ms": 120_000, "linger.ms": 5, "client.id": args.name,
     })
