@@ -27,10 +27,12 @@ from client.durations import seconds_text
 from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
 from protocol.compression import BatchCodec, Codec
+from protocol.down_conversion import ZstdPolicy, down_convert
 from protocol.errors import UnsupportedVersionError
 from protocol.messageset import HEADER_V1, encode_message_set
 from protocol.record_batch import (
     MAGIC,
+    MAGIC_AT,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
@@ -179,8 +181,15 @@ class SetBatch(ProducerBatch):
         self._encoded = data
 
     def encode(self, codec: BatchCodec, magic: int) -> bytes:
+        """The set as it is; record batches for a leader that takes v1 message sets only
+        are down-converted, as the source's broker would have served them to a reader of v1:
+        headers dropped (v1 cannot carry them), zstd batches written uncompressed."""
         assert self._encoded is not None
-        return self._encoded
+        data = self._encoded
+        if magic < MAGIC and data[MAGIC_AT] == MAGIC:  # one format a set (client.message_sets)
+            return down_convert(data, to_magic=magic, fetch_offset=0,
+                                zstd=ZstdPolicy.DECOMPRESS, verify_crc=False).records
+        return data
 
 
 def _v1_codec(codec: BatchCodec, batch: ProducerBatch) -> Codec:

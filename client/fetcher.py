@@ -56,10 +56,9 @@ log = logging.getLogger("odradek.consumer")
 #: it back for the fetch quota; from v4 it carries record batches (magic 2) as stored, headers
 #: and all, where below v4 the broker converts them to magic 1. The highest the leader speaks is
 #: used (client/api_versions.py).
+#: A mirror's stored message sets (``message_sets``) take the same versions: from v4 it gets
+#: record batches as stored, to pass on with their headers and codec (client.message_sets).
 FETCH_VERSIONS = (2, 4)
-#: a mirror's stored message sets (``message_sets``) are cut by the v0/v1 scan
-#: (client.message_sets), so it reads below v4: record batches come converted to magic 1
-MESSAGE_SET_FETCH_VERSIONS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -107,7 +106,6 @@ class Fetcher:
         self._set_ends: dict[TopicPartition, int] = {}
         self._backoff = config.retry_backoff_ms / 1000
         self.message_sets = config.message_sets
-        self._versions = MESSAGE_SET_FETCH_VERSIONS if config.message_sets else FETCH_VERSIONS
         self.throttle_stats = ThrottleStats()
 
     # --------------------------------------------------------------------------- records
@@ -181,7 +179,7 @@ class Fetcher:
             by_node.setdefault(leader, {})[tp] = position
         for node, requested in by_node.items():
             try:
-                version = self._network.api_version(node, ApiKey.FETCH, *self._versions)
+                version = self._network.api_version(node, ApiKey.FETCH, *FETCH_VERSIONS)
             except OdradekError as exc:  # as a failed fetch: the leader may have moved
                 self._node_retry_at[node] = now + self._backoff
                 if getattr(exc, "retriable", False):

@@ -812,6 +812,24 @@ def with_log_append_time(batch: bytes | bytearray, timestamp: int, pos: int = 0)
     return bytes(out)
 
 
+def without_producer(batch: bytes, pos: int = 0) -> bytes:
+    """The batch at ``pos`` (whole in ``batch``) as no producer's: producer id, epoch and base
+    sequence set to none and the transactional bit cleared, CRC recomputed -- a batch another
+    log may take from a client of its own (a mirror's), whose producer state must not see the
+    source's producer ids. The records are copied once and not read."""
+    h = _frame_at(batch, pos, 0)
+    if h is None or pos + h.size > len(batch):
+        raise MessageFormatError("the batch is not whole", position=pos)
+    covered = _COVERED.pack(h.attributes & ~TRANSACTIONAL_BIT, h.last_offset_delta,
+                            h.base_timestamp, h.max_timestamp, NO_PRODUCER_ID,
+                            NO_PRODUCER_EPOCH, NO_SEQUENCE, h.record_count)
+    section = batch[pos + RECORDS_AT : pos + h.size]
+    crc = google_crc32c.extend(google_crc32c.value(covered), section)
+    head = struct.pack(">qiibI", h.base_offset, h.batch_length, h.partition_leader_epoch, MAGIC,
+                       crc)
+    return b"".join((head, covered, section))
+
+
 def read_base_offset(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     offset: int = _INT64.unpack_from(buf, pos + BASE_OFFSET_AT)[0]
     return offset

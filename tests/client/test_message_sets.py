@@ -9,15 +9,30 @@ import zlib
 import pytest
 
 from client import Admin, Consumer, FetchedSet, IllegalStateError, Producer, TopicPartition
+from client.batch import SetBatch
 from client.errors import PrecedingSetFailedError
 from client.message_sets import cut_from
-from protocol.compression import Codec
+from protocol.compression import BatchCodec, Codec
 from protocol.errors import CorruptMessageError, MessageTooLargeError
 from protocol.messageset import (
     TimestampType,
     decode_messages,
     encode_message_set,
     read_entries,
+)
+from protocol.record_batch import (
+    MAGIC,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RECORDS_AT,
+    ControlRecordType,
+    RecordBatch,
+    control_record,
+    decode_batches,
+    encode_batch,
+    encode_retained,
+    with_log_append_time,
 )
 
 RECORDS = [(b"k%d" % i, b"value-%d" % i, 1_700_000_000_000 + i) for i in range(5)]
@@ -106,6 +121,133 @@ def test_log_append_time_is_rewritten_as_create_time_keeping_the_time() -> None:
     assert [m.value for m in messages] == [v for _, v, _ in RECORDS]
 
 
+# ------------------------------------------------------------------ cut_from: record batches
+
+HEADERS = (("trace", b"t-1"), ("empty", None))
+BATCH_RECORDS = [(b"k%d" % i, b"value-%d" % i, 1_700_000_000_000 + i, HEADERS) for i in range(5)]
+
+
+def batch(base_offset: int, codec: BatchCodec = BatchCodec.LZ4, records=BATCH_RECORDS,
+          **kw) -> bytes:
+    """A record batch as a log stores it, an idempotent producer's unless told otherwise."""
+    kw = {"producer_id": 7, "producer_epoch": 2, "base_sequence": base_offset, **kw}
+    return encode_batch(records, base_offset=base_offset, codec=codec, **kw)
+
+
+def batches_of(data: bytes) -> list[RecordBatch]:
+    return list(decode_batches(data))  # every CRC-32C checked
+
+
+def test_batches_go_on_unopened_but_for_the_producer_identity() -> None:
+    data = batch(0) + batch(5, BatchCodec.ZSTD)
+    cut = cut_from(data, 0, aligned=True, verify_crc=True)
+    assert cut.next_offset == 10 and cut.whole == len(data) and cut.damage is None
+    out = batches_of(cut.data)
+    assert [(b.header.producer_id, b.header.producer_epoch, b.header.base_sequence)
+            for b in out] == [(NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE)] * 2
+    assert [b.header.codec for b in out] == [BatchCodec.LZ4, BatchCodec.ZSTD]
+    # the records section is the source's, byte for byte: nothing was compressed again
+    assert cut.data[RECORDS_AT:len(batch(0))] == data[RECORDS_AT:len(batch(0))]
+    records = [r for b in out for r in b.records]
+    assert [(r.offset, r.key, r.timestamp, r.headers) for r in records] == [
+        (i, k, t, h) for i, (k, _, t, h) in enumerate(BATCH_RECORDS * 2)]
+
+
+def test_a_batch_of_no_producer_is_passed_on_byte_for_byte() -> None:
+    data = batch(0, producer_id=-1, producer_epoch=-1, base_sequence=-1)
+    assert cut_from(data, 0, aligned=True, verify_crc=True).data == data
+
+
+def test_batches_before_the_position_are_dropped() -> None:
+    data = batch(0) + batch(5)
+    cut = cut_from(data, 5, aligned=True, verify_crc=True)
+    assert [r.offset for b in batches_of(cut.data) for r in b.records] == [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_a_straddled_batch_keeps_the_records_from_the_position(aligned: bool) -> None:
+    data = batch(0, BatchCodec.GZIP) + batch(5)
+    cut = cut_from(data, 3, aligned=aligned, verify_crc=True)
+    head, tail = batches_of(cut.data)
+    assert head.header.codec is BatchCodec.GZIP and head.header.producer_id == NO_PRODUCER_ID
+    assert [(r.offset, r.key, r.timestamp, r.headers) for r in head.records] == [
+        (3 + i, k, t, h) for i, (k, _, t, h) in enumerate(BATCH_RECORDS[3:])]
+    assert [r.offset for r in tail.records] == [5, 6, 7, 8, 9]
+    assert cut.next_offset == 10
+
+
+def test_log_append_time_batches_are_written_as_create_time_with_the_batch_time() -> None:
+    appended = 1_800_000_000_000
+    data = with_log_append_time(batch(0), appended)
+    (out,) = batches_of(cut_from(data, 0, aligned=True, verify_crc=True).data)
+    assert out.header.timestamp_type is TimestampType.CREATE_TIME
+    assert out.header.codec is BatchCodec.LZ4 and out.header.producer_id == NO_PRODUCER_ID
+    assert [(r.timestamp, r.headers) for r in out.records] == [(appended, HEADERS)] * 5
+
+
+def test_a_compacted_batch_is_written_again_with_offsets_without_gaps() -> None:
+    source = batches_of(batch(0, BatchCodec.SNAPPY))[0]
+    kept = [source.records[1], source.records[3]]
+    data = encode_retained(source.header, kept) + batch(5)
+    cut = cut_from(data, 0, aligned=True, verify_crc=True)
+    head, tail = batches_of(cut.data)
+    assert head.header.record_count == head.header.last_offset_delta + 1 == 2
+    assert head.header.codec is BatchCodec.SNAPPY and head.header.producer_id == NO_PRODUCER_ID
+    assert [(r.key, r.timestamp, r.headers) for r in head.records] == [
+        (r.key, r.timestamp, r.headers) for r in kept]
+    assert head.header.last_offset < tail.header.base_offset  # the set's offsets ascend
+    assert cut.next_offset == 10
+
+
+def test_control_and_empty_batches_are_dropped_and_passed() -> None:
+    marker = encode_batch([control_record(ControlRecordType.COMMIT, 0, 1)], base_offset=5,
+                          is_control=True, producer_id=7, producer_epoch=2)
+    empty = encode_retained(batches_of(batch(6))[0].header, [])
+    data = batch(0) + marker + empty + batch(11)
+    cut = cut_from(data, 0, aligned=True, verify_crc=True)
+    assert [r.offset for b in batches_of(cut.data) for r in b.records] == [
+        0, 1, 2, 3, 4, 11, 12, 13, 14, 15]
+    only_dropped = cut_from(marker + empty, 5, aligned=True, verify_crc=True)
+    assert only_dropped.data == b"" and only_dropped.next_offset == 11  # moved past them
+
+
+def test_a_set_ends_where_the_format_changes() -> None:
+    v1, v2 = stored(Codec.NONE, 0), batch(5)
+    first = cut_from(v1 + v2, 0, aligned=True, verify_crc=True)
+    assert first.data == v1 and first.next_offset == 5
+    second = cut_from(v2 + stored(Codec.NONE, 10), 5, aligned=True, verify_crc=True)
+    assert [r.offset for b in batches_of(second.data) for r in b.records] == [5, 6, 7, 8, 9]
+    assert second.next_offset == 10
+
+
+def test_a_damaged_batch_ends_the_set_and_names_its_offset() -> None:
+    damaged = bytearray(batch(5))
+    damaged[-1] ^= 0xFF
+    cut = cut_from(batch(0) + bytes(damaged), 0, aligned=True, verify_crc=True)
+    assert [r.offset for b in batches_of(cut.data) for r in b.records] == [0, 1, 2, 3, 4]
+    assert isinstance(cut.damage, CorruptMessageError) and cut.damage.offset == 5
+
+
+def test_a_damaged_batch_is_not_given_a_new_crc_when_crcs_are_not_checked() -> None:
+    damaged = bytearray(batch(5))
+    damaged[-1] ^= 0xFF
+    cut = cut_from(batch(0) + bytes(damaged), 0, aligned=True, verify_crc=False)
+    assert [r.offset for b in batches_of(cut.data) for r in b.records] == [0, 1, 2, 3, 4]
+    assert isinstance(cut.damage, CorruptMessageError) and cut.damage.offset == 5
+
+
+def test_a_set_of_batches_for_a_v1_leader_is_down_converted() -> None:
+    data = cut_from(batch(0) + batch(5, BatchCodec.ZSTD), 0, aligned=True,
+                    verify_crc=True).data
+    sent = SetBatch(TopicPartition("t", 0), 0.0, lambda _: None, data)
+    assert sent.encode(BatchCodec.NONE, MAGIC) == data
+    v1 = sent.encode(BatchCodec.NONE, 1)
+    entries, _ = read_entries(v1)  # CRCs checked
+    assert {e.magic for e in entries} == {1}
+    assert [(m.offset, m.key, m.timestamp) for m in decode_messages(v1)[0]] == [
+        (i, k, t) for i, (k, _, t, _) in enumerate(BATCH_RECORDS * 2)]
+
+
 # ----------------------------------------------------------------------- against a broker
 
 
@@ -155,7 +297,7 @@ def test_sets_copied_between_topics_are_the_same_bytes(broker, codec: str) -> No
 
 
 @pytest.mark.integration
-def test_a_seek_into_a_wrapper_hands_out_the_messages_from_there(broker) -> None:
+def test_a_seek_into_a_batch_hands_out_the_records_from_there(broker) -> None:
     with Producer(broker.bootstrap, compression="gzip", linger_ms=50) as producer:
         futures = [producer.send("one", b"v%d" % i, partition=0) for i in range(50)]
         producer.flush()
@@ -165,8 +307,8 @@ def test_a_seek_into_a_wrapper_hands_out_the_messages_from_there(broker) -> None
         consumer.assign([tp])
         consumer.seek(tp, 17)
         sets = poll_sets_until(consumer, {tp: 50})
-    messages = [m for s in sets for m in decode_messages(s.data)[0]]
-    assert [m.offset for m in messages] == list(range(17, 50))
+    records = [r for s in sets for b in batches_of(s.data) for r in b.records]
+    assert [r.offset for r in records] == list(range(17, 50))
     assert sets[0].offset == 17
 
 

@@ -81,15 +81,18 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 def produce(bootstrap: str, topic: str, count: int, *, compression: str = "none",
             prefix: str = "", first: int = 0) -> dict[int, Log]:
     """Messages ``first`` to ``first + count``, even ones keyed (seven keys), odd ones keyless,
-    each with its own create time; what the source acknowledged, by partition."""
+    every third with headers, each with its own create time; what the source acknowledged, by
+    partition."""
     sent = []
     with Producer(bootstrap, acks="all", compression=compression, linger_ms=20) as producer:
         for i in range(first, first + count):
             key = b"key-%d" % (i % 7) if i % 2 == 0 else None
             value = f"{prefix}{topic}-{i}-".encode() * (1 + i % 5)
             timestamp = BASE_TIMESTAMP + 1_000 * i
+            headers = [("n", b"%d" % i), ("none", None)] if i % 3 == 0 else None
             sent.append((key, value, timestamp, producer.send(topic, value, key,
-                                                              timestamp=timestamp)))
+                                                              timestamp=timestamp,
+                                                              headers=headers)))
         producer.flush(30)
     acked: dict[int, Log] = {}
     for key, value, timestamp, future in sent:
@@ -173,10 +176,16 @@ def first_segment(broker: BrokerProcess, topic: str, partition: int) -> Path:
                                layout.LOG)
 
 
-def dump_entries(processes: Sequence[tuple[BrokerProcess, str, int]]
+#: what a copied record batch does not keep of its source's: the producer identity (stripped,
+#: so the CRC changes with it) and the partition leader epoch (the target leader's)
+NOT_COPIED = ("crc", "producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch")
+
+
+def dump_batches(processes: Sequence[tuple[BrokerProcess, str, int]]
                  ) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """``odradek log dump --deep --json`` of each (broker, topic, partition)'s first segment:
-    the entries, as that broker stored them (without the file's name)."""
+    the record batches, as that broker stored them (without the file's name), their records
+    (offsets, timestamps, sizes, headers) and all."""
     paths = {str(first_segment(b, t, p)): (t, p) for b, t, p in processes}
     done = subprocess.run(
         [sys.executable, "-m", "tooling.cli", "log", "dump", "--deep", "--json", *paths],
@@ -185,9 +194,13 @@ def dump_entries(processes: Sequence[tuple[BrokerProcess, str, int]]
     out: dict[tuple[str, int], list[dict[str, Any]]] = {tp: [] for tp in paths.values()}
     for line in done.stdout.splitlines():
         record = json.loads(line)
-        if record["kind"] == "entry":
+        if record["kind"] == "batch":
             out[paths[record.pop("file")]].append(record)
     return out
+
+
+def without(fields: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in names}
 
 
 # ------------------------------------------------------------------------ two hops, three codecs
@@ -252,25 +265,30 @@ def test_two_hops_keep_partitions_order_timestamps_and_stored_wrappers(
             assert partition_count(bootstrap, topic) == (PARTITIONS, 1)
             assert topic_overrides(bootstrap, topic) == {"retention_ms": retention}
 
-    # the stored entries, compressed wrappers and all, are the source leader's, byte for byte
-    # (same CRCs, sizes and positions): both logs started at offset 0
+    # the stored record batches are the source leader's -- same offsets, sizes and positions,
+    # codecs, timestamps, records and headers -- but for the producer identity: both logs
+    # started at offset 0, and the records section of each batch went on unopened
     leaders = {t: first.leaders(t) for t in TOPICS}
-    at_source = dump_entries([(first.brokers[leaders[t][p]], t, p)
+    at_source = dump_batches([(first.brokers[leaders[t][p]], t, p)
                               for t in TOPICS for p in range(PARTITIONS)])
+    source_batches = [b for batches in at_source.values() for b in batches]
+    assert all(b["producer_id"] >= 0 for b in source_batches)  # the idempotent producer's
     for other in (second, third):
-        copied = dump_entries([(other.brokers[0], t, p) for t in TOPICS
+        copied = dump_batches([(other.brokers[0], t, p) for t in TOPICS
                                for p in range(PARTITIONS)])
-        assert copied == at_source
-        for t in TOPICS:
-            for p in range(PARTITIONS):
-                assert first_segment(other.brokers[0], t, p).read_bytes() == first_segment(
-                    first.brokers[leaders[t][p]], t, p).read_bytes()
+        assert {tp: [without(b, NOT_COPIED) for b in batches] for tp, batches in
+                copied.items()} == {tp: [without(b, NOT_COPIED) for b in batches]
+                                    for tp, batches in at_source.items()}
+        assert {(b["producer_id"], b["producer_epoch"], b["base_sequence"], b["valid"])
+                for batches in copied.values() for b in batches} == {(-1, -1, -1, True)}
     for topic, (codec, _, _) in TOPICS.items():
-        entries = [e for p in range(PARTITIONS) for e in at_source[(topic, p)]]
-        assert {e["codec"] for e in entries} == {codec}
-        if codec != "none":  # batches of several messages, which the mirror did not open
-            assert max(len(e["inner"]) for e in entries) > 1
-            assert sum(len(e["inner"]) for e in entries) == 360
+        batches = [b for p in range(PARTITIONS) for b in at_source[(topic, p)]]
+        assert {b["codec"] for b in batches} == {codec}
+        assert max(len(b["inner"]) for b in batches) > 1  # several records, not opened
+        assert sum(len(b["inner"]) for b in batches) == 360
+        headers = [r["headers"] for b in batches for r in b["inner"] if r["headers"]]
+        assert len(headers) == 120 and all(h[1] == {"key": "none", "value": None}
+                                           for h in headers)
 
 
 # -------------------------------------------------------------- two processes, one killed

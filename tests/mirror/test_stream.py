@@ -14,8 +14,9 @@ import pytest
 
 from client import Admin, Consumer, Producer, TopicPartition
 from client.group_admin import GroupAdmin
-from protocol.compression import Codec
-from protocol.messageset import read_entries
+from protocol.compression import BatchCodec, Codec
+from protocol.entry_scan import scan_entries
+from protocol.messageset import CODEC_MASK
 from tests.cluster.conftest import until
 from tooling.mirror.naming import TopicSelection
 from tooling.mirror.runner import Mirror, MirrorOptions
@@ -58,7 +59,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list
         return records
 
 
-def stored_codecs(bootstrap: str, topic: str, partition: int, end: int) -> set[Codec]:
+def stored_codecs(bootstrap: str, topic: str, partition: int, end: int) -> set[BatchCodec]:
+    """The codecs of the entries or record batches a partition stores up to ``end``."""
     with Consumer(bootstrap, message_sets=True, auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition(topic, partition)])
         codecs: set[Codec] = set()
@@ -67,7 +69,7 @@ def stored_codecs(bootstrap: str, topic: str, partition: int, end: int) -> set[C
         while position < end:
             assert time.monotonic() < deadline
             for s in consumer.poll_sets(200):
-                codecs |= {e.codec for e in read_entries(s.data)[0]}
+                codecs |= {BatchCodec(a & CODEC_MASK) for a in scan_entries(s.data).attributes}
                 position = s.next_offset
         return codecs
 
@@ -92,7 +94,7 @@ def test_recompressing_keeps_messages_and_changes_the_codec(make_broker) -> None
     assert not errors
     assert [(r.key, r.value, r.timestamp) for r in copied] == [
         (r.key, r.value, r.timestamp) for r in sent]
-    assert stored_codecs(target.bootstrap, "events", 0, 600) == {Codec.LZ4}
+    assert stored_codecs(target.bootstrap, "events", 0, 600) == {BatchCodec.LZ4}
 
 
 def test_a_pattern_follows_new_topics_and_partitions(make_broker) -> None:

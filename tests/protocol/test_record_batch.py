@@ -36,6 +36,7 @@ from protocol.record_batch import (
     with_base_offset,
     with_log_append_time,
     with_partition_leader_epoch,
+    without_producer,
 )
 
 # --- a batch built byte by byte from the format description, not by the encoder ------------
@@ -417,6 +418,23 @@ def test_patching_in_place_in_the_middle_of_a_buffer() -> None:
     set_log_append_time(buf, TS + 5, len(GOOD))
     first, second = decode_batches(bytes(buf))
     assert first.records[0].timestamp == TS and second.records[0].timestamp == TS + 5
+
+
+@pytest.mark.parametrize("codec", [BatchCodec.NONE, BatchCodec.ZSTD], ids=lambda c: c.name.lower())
+def test_without_producer_clears_the_identity_and_keeps_the_rest(codec: BatchCodec) -> None:
+    data = encode_batch([(None, b"a", TS, (("h", b"v"),)), (b"k", b"b", TS + 7)], codec=codec,
+                        base_offset=40, producer_id=12, producer_epoch=3, base_sequence=99,
+                        partition_leader_epoch=6, is_transactional=True)
+    plain = without_producer(GOOD + data, len(GOOD))
+    assert plain[HEADER_BYTES:] == data[HEADER_BYTES:]  # the records as they were
+    (batch,) = decode_batches(plain)  # the new CRC-32C is checked
+    (source,) = decode_batches(data)
+    h = batch.header
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional) == (
+        -1, -1, -1, False)
+    assert (h.base_offset, h.partition_leader_epoch, h.codec, h.max_timestamp) == (
+        40, 6, codec, TS + 7)
+    assert batch.records == source.records
 
 
 def test_an_empty_batch_is_read_but_not_written() -> None:
