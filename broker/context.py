@@ -34,6 +34,8 @@ class RequestMetrics(Protocol):
 
     def produced(self, topic: str, size: int, messages: int) -> None: ...
 
+    def down_converted(self, topic: str, messages: int, seconds: float) -> None: ...
+
 
 @dataclass
 class BrokerContext:

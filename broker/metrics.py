@@ -105,6 +105,8 @@ class BrokerMetrics:
         self._bytes_in: dict[str, int] = {}
         self._bytes_out: dict[str, int] = {}
         self._messages_in: dict[str, int] = {}
+        self._conversions: dict[str, int] = {}  # messages down-converted for old readers
+        self._conversion_seconds = 0.0
         #: every handler, timed and counted (Connection uses these when metrics are on)
         self.handlers: dict[ApiKey, Handler] = {
             key: partial(self._timed, handler) for key, handler in HANDLERS.items()
@@ -204,6 +206,11 @@ class BrokerMetrics:
             if size:
                 out[entry["name"]] = out.get(entry["name"], 0) + size
 
+    def down_converted(self, topic: str, messages: int, seconds: float) -> None:
+        """A fetched range was down-converted for a reader below Fetch v4."""
+        self._conversions[topic] = self._conversions.get(topic, 0) + messages
+        self._conversion_seconds += seconds
+
     def produced(self, topic: str, size: int, messages: int) -> None:
         """A client's message set was appended (not a follower's, not the coordinator's)."""
         self._bytes_in[topic] = self._bytes_in.get(topic, 0) + size
@@ -253,12 +260,18 @@ class BrokerMetrics:
              "Kafka's BrokerTopicMetrics BytesOutPerSec."),
             ("messagesin", self._messages_in, "Messages produced: Kafka's BrokerTopicMetrics "
              "MessagesInPerSec."),
+            ("fetchmessageconversions", self._conversions, "Messages of record batches "
+             "down-converted for consumers below Fetch v4: Kafka's BrokerTopicMetrics "
+             "FetchMessageConversionsPerSec."),
         ):
             family = CounterMetricFamily(f"{PREFIX}_brokertopicmetrics_{what}", meaning,
                                          labels=["topic"])
             for topic, value in sorted(values.items()):
                 family.add_metric([topic], value)
             yield family
+        yield _counter("requestmetrics_messageconversionstime_seconds", "Time spent "
+                       "down-converting fetched record batches: Kafka's RequestMetrics "
+                       "MessageConversionsTimeMs (Fetch), summed.", self._conversion_seconds)
 
     def _purgatory_family(self) -> Metric:
         ctx = self._ctx

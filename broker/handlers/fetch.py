@@ -31,6 +31,7 @@ fetched bytes count against its fetch quota: over it, the response (v2: with
 from __future__ import annotations
 
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import structlog
@@ -191,8 +192,9 @@ def _read_partition(
         # consumers and debugging reads stop at the high watermark; followers read everything
         max_offset = None if replica_id >= 0 else high_watermark
         read = plog.read(offset, max_bytes, max_offset=max_offset)
-        records = read if to_magic is None else for_reader(plog, read, to_magic, max_bytes,
-                                                             max_offset)
+        records = read if to_magic is None else for_reader(
+            plog, read, to_magic, max_bytes, max_offset,
+            None if ctx.metrics is None else partial(ctx.metrics.down_converted, topic))
     except Exception as exc:  # an out-of-range offset, a log deleted meanwhile, a disk error
         code = error_code_for(exc)
         if code == ErrorCode.UNKNOWN_SERVER_ERROR:

@@ -14,6 +14,8 @@ reader never waits at an offset nothing will ever be sent for.
 from __future__ import annotations
 
 import struct
+import time
+from collections.abc import Callable
 
 from broker.frames import SENDFILE_MIN_BYTES
 from broker.log import PartitionLog, ReadResult
@@ -39,9 +41,13 @@ def holds_batch(data: bytes) -> bool:
     return False
 
 
+#: told the messages converted and the seconds it took, for the broker's metrics
+OnConverted = Callable[[int, float], None]
+
+
 def for_reader(
     plog: PartitionLog, read: ReadResult, to_magic: int, max_bytes: int,
-    max_offset: int | None,
+    max_offset: int | None, on_converted: OnConverted | None = None,
 ) -> ReadResult | bytes:
     """``read`` as a reader of message format ``to_magic`` (0 or 1) takes it: the same result
     when it holds no batch, else the down-converted message set. Raises
@@ -51,28 +57,40 @@ def for_reader(
     data = read.bytes()
     if not holds_batch(data):  # a segment not scanned since the broker started, say
         return read if read.length >= SENDFILE_MIN_BYTES else data
-    offset = read.offset
+    started = time.perf_counter()
+    records = _convert(plog, data, read.offset, to_magic, max_bytes, max_offset)
+    if on_converted is not None and records:
+        on_converted(records[1], time.perf_counter() - started)
+    return records[0] if records else b""
+
+
+def _convert(
+    plog: PartitionLog, data: bytes, offset: int, to_magic: int, max_bytes: int,
+    max_offset: int | None,
+) -> tuple[bytes, int] | None:
+    """The converted message set from ``offset`` and how many messages were converted, or None
+    when there is nothing to send yet."""
     try:
         while True:
             converted = down_convert(data, to_magic=to_magic, fetch_offset=offset,
                                      max_bytes=max_bytes)
             if converted.records:
-                return converted.records
+                return converted.records, converted.converted
             if not converted.consumed:
                 # the first entry is larger than max_bytes: it goes whole (KIP-74)
                 if len(data) < LOG_OVERHEAD:
-                    return b""
+                    return None
                 whole = LOG_OVERHEAD + _SIZE.unpack_from(data, 8)[0]
                 if whole <= len(data):
-                    return b""
+                    return None
                 data = plog.read(offset, whole, max_offset=max_offset).bytes()
                 continue
             # only entries with nothing for this reader: read on past them
             if converted.next_offset <= offset:
-                return b""
+                return None
             offset = converted.next_offset
             data = plog.read(offset, max(max_bytes, 1), max_offset=max_offset).bytes()
             if not data:
-                return b""
+                return None
     except UnsupportedCompressionError as exc:
         raise UnsupportedCompressionTypeError(str(exc)) from exc
