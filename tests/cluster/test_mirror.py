@@ -203,12 +203,13 @@ def without(fields: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in names}
 
 
-# ------------------------------------------------------------------------ two hops, three codecs
+# ------------------------------------------------------------------------- two hops, four codecs
 
 TOPICS = {  # name: (codec, replication factor on the source, retention_ms override)
     "plain": ("none", 3, "3600000"),
     "zipped": ("gzip", 2, "7200000"),
     "framed": ("lz4", 3, "10800000"),
+    "squeezed": ("zstd", 2, "14400000"),  # record batches only: v1 cannot carry zstd
 }
 PARTITIONS = 3
 
@@ -228,8 +229,8 @@ def test_two_hops_keep_partitions_order_timestamps_and_stored_wrappers(
         produced[topic] = produce(a, topic, 240, compression=codec)
     assert all(len(produced[t]) == PARTITIONS for t in TOPICS)  # keyed ones reach all three
 
-    hop1 = MirrorProcess(a, b, ["--topic", "plain", "--topic", "zipped", "--topic", "framed",
-                                *MIRROR_ARGS], group="hop-1")
+    hop1 = MirrorProcess(a, b, [*(arg for t in TOPICS for arg in ("--topic", t)), *MIRROR_ARGS],
+                         group="hop-1")
     hop2 = MirrorProcess(b, c, ["--topics", ".*", *MIRROR_ARGS], group="hop-2")
     try:
         hop1.start()
