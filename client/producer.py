@@ -597,7 +597,7 @@ class Producer:
                 max_batches=None if idempotence is None else MAX_BATCHES_PER_REQUEST)
             if idempotence is not None:
                 numbered = idempotence.number(batches)
-                if len(numbered) < len(batches):  # numbered before a reset: on their own
+                if len(numbered) < len(batches):  # after a retry, or older numbers: later
                     self._accumulator.reenqueue(batches[len(numbered):], now)
                     batches = numbered
             try:
