@@ -32,9 +32,9 @@ from typing import Any
 from benchmarks import systems
 from benchmarks.codec import emit
 from benchmarks.servers import start_odradek
-from benchmarks.throughput import fill, values
+from benchmarks.throughput import consume, fill, values
 from benchmarks.workloads import sample_values
-from client import Admin, Consumer, TopicPartition
+from client import Admin
 
 VALUE_BYTES = 100
 DEADLINE_S = 300.0
@@ -116,18 +116,6 @@ def librdkafka_consume(kafka: str, topic: str, count: int) -> float:
     return seconds
 
 
-def native_consume(bootstrap: str, topic: str, count: int) -> float:
-    tp = TopicPartition(topic, 0)
-    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
-        consumer.assign([tp])
-        consumer.position(tp)
-        seen = 0
-        start = time.perf_counter()
-        while seen < count:
-            seen += len(consumer.poll(timeout_ms=1000))
-        return time.perf_counter() - start
-
-
 def _line(bench: str, client: str, count: int, seconds: float, **params: Any) -> dict[str, Any]:
     return {"bench": bench, "client": client, **params, "messages": count,
             "value_bytes": VALUE_BYTES, "msgs_per_s": round(count / seconds),
@@ -148,7 +136,7 @@ def odradek_cases(count: int) -> None:
                               acks=acks), "ratio_to_native": round(ours / theirs, 2)})
         topic = _topic(admin, "consume")
         fill(native, topic, count, "none", 1)
-        ours = native_consume(native, topic, count)
+        ours = consume(native, topic, count)
         theirs = librdkafka_consume(kafka, topic, count)
         emit(_line("consumer", "odradek", count, ours, codec="none"))
         emit({**_line("consumer", "confluent-kafka", count, theirs, codec="none"),

@@ -43,7 +43,8 @@ import trustme
 from benchmarks.codec import emit
 from benchmarks.servers import stop_process
 from benchmarks.throughput import VALUE_BYTES, new_topic, values
-from client import Admin, Consumer, Producer, TopicPartition
+from benchmarks.throughput import consume as read_from_start
+from client import Admin, Producer
 from client.network import NetworkClient
 from client.security import SecurityConfig
 from protocol.apis import ApiKey
@@ -126,16 +127,8 @@ def produce(bootstrap: str, options: dict[str, Any], topic: str, n: int) -> floa
 
 
 def consume(bootstrap: str, options: dict[str, Any], topic: str, n: int) -> float:
-    tp = TopicPartition(topic, 0)
-    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000,
-                  **options) as consumer:
-        consumer.assign([tp])
-        consumer.position(tp)
-        seen = 0
-        start = time.perf_counter()
-        while seen < n:
-            seen += len(consumer.poll(timeout_ms=1000))
-        return time.perf_counter() - start
+    """``throughput.consume`` with a listener's settings, in ``produce``'s shape."""
+    return read_from_start(bootstrap, topic, n, **options)
 
 
 def logins_per_s(bootstrap: str, options: dict[str, Any], seconds: float) -> float:

@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from benchmarks.codec import emit, sample_records
 from benchmarks.servers import stop_process
@@ -298,10 +299,12 @@ def format_cases(bootstrap: str, produce_n: int, consume_n: int) -> None:
         emit(line)
 
 
-def consume(bootstrap: str, topic: str, n: int) -> float:
-    """Seconds ``Consumer.poll`` takes to read ``n`` messages of ``topic`` from the start."""
+def consume(bootstrap: str, topic: str, n: int, **options: Any) -> float:
+    """Seconds ``Consumer.poll`` takes to read ``n`` messages of ``topic``'s partition 0 from
+    the start (``options``: more Consumer settings, e.g. security)."""
     tp = TopicPartition(topic, 0)
-    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000) as consumer:
+    with Consumer(bootstrap, auto_offset_reset="earliest", max_poll_records=10_000,
+                  **options) as consumer:
         consumer.assign([tp])
         consumer.position(tp)
         seen = 0
