@@ -18,7 +18,6 @@ what it costs today.
 
 from __future__ import annotations
 
-from itertools import repeat
 from typing import NamedTuple
 
 from client.records import ConsumerRecord, TopicPartition
@@ -34,7 +33,7 @@ from protocol.record_batch import (
     read_batch_header,
 )
 
-_NO_HEADERS = ((),)  # added to each v0/v1 message: ``headers`` is always there
+_NO_HEADERS = ((),)  # the fields after each v0/v1 message's: ``headers`` is always there
 
 
 class DecodedChunk(NamedTuple):
@@ -96,7 +95,9 @@ def _decode_run(
     and how many bytes they span. The first entry being damaged raises MessageFormatError."""
     chunk = data if pos == 0 else data[pos:]
     try:
-        plain, whole = decode_as(tuple, prefix, chunk, verify_crc=verify_crc)
+        run, whole = decode_as(
+            ConsumerRecord, prefix, chunk, verify_crc=verify_crc, suffix=_NO_HEADERS
+        )
     except MessageFormatError as exc:
         # The v1 reader stops at a v2 batch as at an entry it cannot read; and an error names
         # the entry it met, not always the first bad one (wrappers are opened once every entry
@@ -106,6 +107,4 @@ def _decode_run(
         if stop <= 0:
             raise
         return _decode_run(prefix, data[: pos + stop], pos, verify_crc)
-    new = tuple.__new__
-    with_headers = map(tuple.__add__, plain, repeat(_NO_HEADERS))
-    return list(map(new, repeat(ConsumerRecord), with_headers)), whole
+    return run, whole

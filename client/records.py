@@ -12,10 +12,10 @@ __all__ = ["ConsumerRecord", "TopicPartition"]
 class ConsumerRecord(NamedTuple):
     """One message as ``Consumer.poll`` returns it. ``timestamp_type`` is 0 for create time and
     1 for log-append time. The fields after ``partition`` are those of
-    ``protocol.messageset.Message``, in its order, then ``headers``: so a record is built from
-    a decoded message with one tuple concatenation (kafka-python's ConsumerRecord has the same
-    order). ``headers`` are the record's ``(key, value)`` pairs, in the order they were sent;
-    messages of format v0/v1 have none."""
+    ``protocol.messageset.Message``, in its order, then ``headers``: so the message decoder
+    builds a record at once, the topic and partition before and ``headers`` after the message's
+    fields (kafka-python's ConsumerRecord has the same order). ``headers`` are the record's
+    ``(key, value)`` pairs, in the order they were sent; messages of format v0/v1 have none."""
 
     topic: str
     partition: int

@@ -372,21 +372,23 @@ static PyObject *scan_v1(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 
 /* ------------------------------------------------------------------------------------------ */
-/* decode_plain(data, verify_crc, cls, prefix) -> (list, pos)  (messageset._decode_plain) */
+/* decode_plain(data, verify_crc, cls, prefix, suffix) -> (list, pos)  (messageset._decode_plain) */
 
-/* cls(*prefix, offset, timestamp, ts_type, key, value) as tuple.__new__(cls, ...) builds it;
- * steals the references to key and value. */
-static PyObject *new_record(PyTypeObject *cls, PyObject *prefix, int64_t offset,
-                            int64_t timestamp, int ts_type, PyObject *key, PyObject *value)
+/* cls(*prefix, offset, timestamp, ts_type, key, value, *suffix) as tuple.__new__(cls, ...)
+ * builds it; steals the references to key and value. */
+static PyObject *new_record(PyTypeObject *cls, PyObject *prefix, PyObject *suffix,
+                            int64_t offset, int64_t timestamp, int ts_type, PyObject *key,
+                            PyObject *value)
 {
     Py_ssize_t np = PyTuple_GET_SIZE(prefix);
+    Py_ssize_t ns = PyTuple_GET_SIZE(suffix);
     PyObject *o_offset = PyLong_FromLongLong(offset);
     PyObject *o_ts = PyLong_FromLongLong(timestamp);
     PyObject *o_type = PyLong_FromLong(ts_type);
     PyObject *rec = NULL;
     if (o_offset == NULL || o_ts == NULL || o_type == NULL)
         goto fail;
-    rec = cls == &PyTuple_Type ? PyTuple_New(np + 5) : cls->tp_alloc(cls, np + 5);
+    rec = cls == &PyTuple_Type ? PyTuple_New(np + 5 + ns) : cls->tp_alloc(cls, np + 5 + ns);
     if (rec == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < np; i++)
@@ -396,6 +398,8 @@ static PyObject *new_record(PyTypeObject *cls, PyObject *prefix, int64_t offset,
     PyTuple_SET_ITEM(rec, np + 2, o_type);
     PyTuple_SET_ITEM(rec, np + 3, key);
     PyTuple_SET_ITEM(rec, np + 4, value);
+    for (Py_ssize_t i = 0; i < ns; i++)
+        PyTuple_SET_ITEM(rec, np + 5 + i, Py_NewRef(PyTuple_GET_ITEM(suffix, i)));
     return rec;
 fail:
     Py_XDECREF(o_offset);
@@ -408,8 +412,8 @@ fail:
 
 static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "decode_plain takes 4 arguments");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_plain takes 5 arguments");
         return NULL;
     }
     int verify_crc = PyObject_IsTrue(args[1]);
@@ -417,8 +421,9 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
         return NULL;
     PyObject *cls_obj = args[2];
     PyTypeObject *cls = (PyTypeObject *)cls_obj;
-    /* cls and prefix are looked at when the first record is built, as the Python code does */
-    PyObject *prefix = NULL;
+    /* cls, prefix and suffix are looked at when the first record is built, as the Python code
+     * does */
+    PyObject *prefix = NULL, *suffix = NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -478,8 +483,10 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (!PyType_Check(cls_obj) || !PyType_IsSubtype(cls, &PyTuple_Type)) {
                 PyErr_SetString(PyExc_TypeError, "decode_plain: cls must be a tuple type");
                 prefix = NULL;
-            } else {
-                prefix = PySequence_Tuple(args[3]);
+            } else if ((prefix = PySequence_Tuple(args[3])) != NULL) {
+                suffix = PySequence_Tuple(args[4]);
+                if (suffix == NULL)
+                    Py_CLEAR(prefix);
             }
             if (prefix == NULL) {
                 Py_DECREF(key);
@@ -487,7 +494,7 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
                 goto error;
             }
         }
-        PyObject *rec = new_record(cls, prefix, offset, timestamp,
+        PyObject *rec = new_record(cls, prefix, suffix, offset, timestamp,
                                    (attributes & TIMESTAMP_TYPE_BIT) >> 3, key, value);
         if (rec == NULL)
             goto error;
@@ -498,10 +505,12 @@ static PyObject *decode_plain(PyObject *self, PyObject *const *args, Py_ssize_t 
         pos = end;
     }
     Py_XDECREF(prefix);
+    Py_XDECREF(suffix);
     PyBuffer_Release(&view);
     return pair(out, PyLong_FromSsize_t(pos));
 error:
     Py_XDECREF(prefix);
+    Py_XDECREF(suffix);
     PyBuffer_Release(&view);
     Py_DECREF(out);
     return NULL;

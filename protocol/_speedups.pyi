@@ -13,7 +13,11 @@ def scan_v1(
     data: bytes | bytearray, pos: int, verify_crc: bool, last: int | None, found: Any
 ) -> tuple[int, int | None]: ...
 def decode_plain(
-    data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
+    data: bytes,
+    verify_crc: bool,
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    suffix: tuple[Any, ...],
 ) -> tuple[list[_T], int]: ...
 def parse_records_v2(
     data: bytes,

@@ -403,7 +403,7 @@ def inner_entries(
 
 
 def _py_decode_plain(
-    data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...]
+    data: bytes, verify_crc: bool, cls: type[_T], prefix: tuple[Any, ...], suffix: tuple[Any, ...]
 ) -> tuple[list[_T], int]:
     """Decode plain (uncompressed) v1 messages from the start of ``data``, as far as they go.
 
@@ -449,11 +449,11 @@ def _py_decode_plain(
         else:
             break
         ts_type = (attributes & TIMESTAMP_TYPE_BIT) >> 3
-        append(new(cls, (*prefix, offset, timestamp, ts_type, key, value)))
+        append(new(cls, (*prefix, offset, timestamp, ts_type, key, value, *suffix)))
         pos = end
         if value is not None and end + LOG_OVERHEAD <= n and unpack32(data, end + 8)[0] == size:
             run, pos = _decode_run(data, pos, _run_layout(attributes, klen, vlen), verify_crc,
-                                   cls, prefix)
+                                   cls, prefix, suffix)
             out.extend(run)
     return out, pos
 
@@ -509,6 +509,7 @@ def _decode_run(
     verify_crc: bool,
     cls: type[_T],
     prefix: tuple[Any, ...],
+    suffix: tuple[Any, ...],
 ) -> tuple[list[_T], int]:
     """Decode the stretch of entries at ``pos`` shaped like the one before it (``layout``), as
     far as it goes, and where it ends.
@@ -525,6 +526,7 @@ def _decode_run(
     width = layout.width
     new = tuple.__new__
     constants = tuple(map(repeat, prefix))
+    trailing = tuple(map(repeat, suffix))
     out: list[_T] = []
     chunk = _RUN_FIRST_CHUNK
     while (left := (len(data) - pos) // stride) > 0:
@@ -540,7 +542,7 @@ def _decode_run(
             keys = repeat(None) if width == 3 else flat[2::4]
             out.extend(map(new, repeat(cls, good), zip(
                 *constants, flat[0::width], flat[1::width], repeat(layout.ts_type), keys,
-                flat[width - 1 :: width])))
+                flat[width - 1 :: width], *trailing)))
         pos += good * stride
         if good < count:
             break
@@ -619,12 +621,14 @@ def decode_as(
     *,
     verify_crc: bool = True,
     limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    suffix: tuple[Any, ...] = (),
 ) -> tuple[list[_T], int]:
     """``decode_messages``, each message built as ``cls(*prefix, offset, timestamp,
-    timestamp_type, key, value)`` -- the tuple type a reader hands out (the consumer's records)
-    made once, as the message is decoded, instead of from a ``Message`` afterwards."""
+    timestamp_type, key, value, *suffix)`` -- the tuple type a reader hands out (the consumer's
+    records, whose ``headers`` come last) made once, as the message is decoded, instead of from
+    a ``Message`` afterwards."""
     data = buf if isinstance(buf, bytes) else bytes(buf)
-    out, pos = _decode_plain(data, verify_crc, cls, prefix)
+    out, pos = _decode_plain(data, verify_crc, cls, prefix, suffix)
     if pos + LOG_OVERHEAD > len(data):
         return out, pos
     entries, whole = read_entries(memoryview(data)[pos:], verify_crc=verify_crc, base_position=pos)
@@ -632,9 +636,13 @@ def decode_as(
     for e in entries:
         ts_type = (e.attributes & TIMESTAMP_TYPE_BIT) >> 3 if e.magic else 0
         if e.attributes & CODEC_MASK:
-            out.extend(_open_wrapper_messages(e, ts_type, verify_crc, limit, cls, prefix))
+            out.extend(
+                _open_wrapper_messages(e, ts_type, verify_crc, limit, cls, prefix, suffix)
+            )
         else:
-            out.append(new(cls, (*prefix, e.offset, e.timestamp, ts_type, e.key, e.value)))
+            out.append(
+                new(cls, (*prefix, e.offset, e.timestamp, ts_type, e.key, e.value, *suffix))
+            )
     return out, pos + whole
 
 
@@ -645,11 +653,15 @@ def _open_wrapper_messages(
     limit: int,
     cls: type[_T],
     prefix: tuple[Any, ...],
+    suffix: tuple[Any, ...],
 ) -> list[_T]:
     new = tuple.__new__
     if not wrapper.magic:  # v0 messages inside, offsets as stored: the general path reads them
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
-        return [new(cls, (*prefix, e.offset, e.timestamp, 0, e.key, e.value)) for e in entries]
+        return [
+            new(cls, (*prefix, e.offset, e.timestamp, 0, e.key, e.value, *suffix))
+            for e in entries
+        ]
     raw = decompress(
         wrapper.codec,
         wrapper.value or b"",
@@ -658,7 +670,7 @@ def _open_wrapper_messages(
         position=wrapper.position,
     )
     inner: list[Message]
-    inner, whole = _decode_plain(raw, verify_crc, Message, ())
+    inner, whole = _decode_plain(raw, verify_crc, Message, (), ())
     if whole != len(raw) or not inner:
         # Not a clean set of plain v1 messages: the general path finds and names the problem.
         entries = open_wrapper(wrapper, verify_crc=verify_crc, limit=limit)
@@ -669,8 +681,8 @@ def _open_wrapper_messages(
     if ts_type:
         # With log-append time the wrapper's timestamp is authoritative for all inside.
         ts = wrapper.timestamp
-        return [new(cls, (*prefix, m[0] + shift, ts, 1, m[3], m[4])) for m in inner]
-    return [new(cls, (*prefix, m[0] + shift, m[1], 0, m[3], m[4])) for m in inner]
+        return [new(cls, (*prefix, m[0] + shift, ts, 1, m[3], m[4], *suffix)) for m in inner]
+    return [new(cls, (*prefix, m[0] + shift, m[1], 0, m[3], m[4], *suffix)) for m in inner]
 
 
 def count_messages(entry: Entry, *, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> int:

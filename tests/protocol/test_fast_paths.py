@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import CorruptMessageError
+from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
     Message,
@@ -21,6 +21,7 @@ from protocol.messageset import (
     encode_records,
     read_entries,
 )
+from tests.log.message_sets import message_sets
 
 # few distinct lengths and timestamps, so runs of same-shaped messages (the fast paths' case)
 # come up as often as changes between them
@@ -84,6 +85,36 @@ def test_decode_as_builds_the_messages_decode_messages_reads(
     assert tagged_whole == whole
     assert all(type(t) is Tagged for t in tagged)
     assert tagged == [Tagged("t", 3, *m) for m in messages]
+
+
+class Headed(NamedTuple):
+    """A record type with fields after the message's too, as the consumer's records have."""
+
+    source: str
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    note: str | None
+
+
+@settings(max_examples=200)
+@given(message_sets, st.booleans())
+def test_decode_as_puts_the_suffix_after_every_message(data: bytes, check_crcs: bool) -> None:
+    # plain runs, v0 messages and wrappers of both magics: every path that builds a record
+    try:
+        messages, whole = decode_messages(data, verify_crc=check_crcs)
+    except MessageFormatError as exc:
+        with pytest.raises(type(exc)):
+            decode_as(Headed, ("t",), data, verify_crc=check_crcs, suffix=((), None))
+        return
+    headed, headed_whole = decode_as(Headed, ("t",), data, verify_crc=check_crcs,
+                                     suffix=((), None))
+    assert headed_whole == whole
+    assert all(type(h) is Headed for h in headed)
+    assert headed == [Headed("t", *m, (), None) for m in messages]
 
 
 # long runs of one shape, so the biggest chunks (and their one-pass CRC check) are used

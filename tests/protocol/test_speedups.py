@@ -67,8 +67,8 @@ def test_every_length_gets_the_python_crc() -> None:
              for n in range(700)]
     data = native.encode_records(batch)
     assert data == _py_encode_records(batch)
-    assert native.decode_plain(data, True, Message, ()) == _py_decode_plain(
-        data, True, Message, ())
+    assert native.decode_plain(data, True, Message, (), ()) == _py_decode_plain(
+        data, True, Message, (), ())
     found = _Columns([], [], [], [], [], [], [])
     assert native.scan_v1(data, 0, True, None, found) == (len(data), None)
     assert len(found.positions) == 700
@@ -136,19 +136,27 @@ def test_encode_records_takes_records_and_keywords_only_as_python_does() -> None
 # _decode_plain
 
 
-Keyed = ConsumerRecord  # a reader's record type: a NamedTuple with a prefix of two fields
+Keyed = ConsumerRecord  # a reader's record type: two fields before the message's, one after
+NO_HEADERS = ((),)  # what the consumer puts after each v0/v1 message: its headers
 
 
-shapes = st.sampled_from([(Message, ()), (Keyed, ("t", 3)), (tuple, ()), (tuple, ("x",))])
+shapes = st.sampled_from([
+    (Message, (), ()),
+    (Keyed, ("t", 3), NO_HEADERS),
+    (tuple, (), ()),
+    (tuple, ("x",), ()),
+    (tuple, (), ("y", None)),
+    (tuple, ("x", 1), (b"z",)),
+])
 inputs = st.one_of(message_sets, damaged(message_sets), st.binary(max_size=200))
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs, st.booleans(), shapes, st.sampled_from([bytes, bytearray, memoryview]))
 def test_decode_plain_builds_the_python_records(data, verify, shape, kind) -> None:
-    cls, prefix = shape
-    expected = _py_decode_plain(data, verify, cls, prefix)
-    got = native.decode_plain(kind(data), verify, cls, prefix)
+    cls, prefix, suffix = shape
+    expected = _py_decode_plain(data, verify, cls, prefix, suffix)
+    got = native.decode_plain(kind(data), verify, cls, prefix, suffix)
     assert got == expected
     assert [type(r) for r in got[0]] == [type(r) for r in expected[0]]
 
@@ -163,22 +171,34 @@ def test_decode_plain_stops_at_the_first_damaged_entry_of_a_long_set(damaged_at)
     for i in damaged_at:
         raw[len(_py_encode_records(batch[:i])) + 40] ^= 0x10
     data = bytes(raw)
-    got = native.decode_plain(data, True, Message, ())
-    assert got == _py_decode_plain(data, True, Message, ())
+    got = native.decode_plain(data, True, Message, (), ())
+    assert got == _py_decode_plain(data, True, Message, (), ())
     assert len(got[0]) == (min(damaged_at) if damaged_at else 900)
+    records = native.decode_plain(data, True, Keyed, ("t", 3), NO_HEADERS)
+    assert records == _py_decode_plain(data, True, Keyed, ("t", 3), NO_HEADERS)
+    assert records[0] == [Keyed("t", 3, *m, ()) for m in got[0]]
 
 
-def test_decode_plain_takes_cls_prefix_and_data_as_python_does() -> None:
+def test_decode_plain_takes_cls_prefix_suffix_and_data_as_python_does() -> None:
     data = encode_message(0, None, b"v", 1)
     for args in [
-        (data, True, list, ()),  # not a tuple type, when there is a record to build
-        (b"", True, list, ()),  # ... and when there is none
-        (data, True, Message, 5),  # a prefix that is not iterable
-        (data, True, tuple, ["x", "y"]),  # a list as the prefix
-        ("text", True, Message, ()),  # not a buffer
+        (data, True, list, (), ()),  # not a tuple type, when there is a record to build
+        (b"", True, list, (), ()),  # ... and when there is none
+        (data, True, Message, 5, ()),  # a prefix that is not iterable
+        (data, True, Message, (), 5),  # a suffix that is not iterable
+        (b"", True, Message, (), 5),  # ... when there is no record to build
+        (data, True, Message, 5, 5),  # both
+        (data, True, tuple, ["x", "y"], ["z"]),  # lists as the prefix and the suffix
+        ("text", True, Message, (), ()),  # not a buffer
     ]:
         assert outcome(native.decode_plain, *args) == outcome(_py_decode_plain, *args)
-    assert outcome(native.decode_plain, data, True, Message) is TypeError
+    assert outcome(native.decode_plain, data, True, tuple, ("x",), ["y", "z"]) == (
+        [("x", 0, 1, 0, None, b"v", "y", "z")], len(data))
+    # every argument is required, and no more are taken
+    assert outcome(native.decode_plain, data, True, Message, ()) is TypeError
+    assert outcome(_py_decode_plain, data, True, Message, ()) is TypeError
+    assert outcome(native.decode_plain, data, True, Message, (), (), ()) is TypeError
+    assert outcome(_py_decode_plain, data, True, Message, (), (), ()) is TypeError
 
 
 # --------------------------------------------------------------------------------------------
@@ -231,7 +251,7 @@ def test_scan_v1_refuses_bad_arguments() -> None:
 
 
 def test_many_calls_leave_no_memory_or_references_behind() -> None:
-    key, value, prefix_item = b"key-1", b"v" * 100, "topic-a"
+    key, value, prefix_item, suffix_item = b"key-1", b"v" * 100, "topic-a", ("h", b"x")
     batch = [(key, value, 5), (None, value, 6), (key, None, 7)] * 20
     plain = native.encode_records(batch)
     bad = bytearray(plain)
@@ -241,11 +261,12 @@ def test_many_calls_leave_no_memory_or_references_behind() -> None:
     def one_round() -> None:
         native.encode_records(batch, base_offset=9)
         outcome(native.encode_records, odd)
-        native.decode_plain(plain, True, Keyed, (prefix_item, 1))
-        native.decode_plain(bytes(bad), True, Message, ())
-        outcome(native.decode_plain, plain, True, list, ())
-        outcome(native.decode_plain, plain, True, Keyed, 5)
-        outcome(native.decode_plain, "text", True, Message, ())
+        native.decode_plain(plain, True, Keyed, (prefix_item, 1), ((suffix_item,),))
+        native.decode_plain(bytes(bad), True, Message, (), ())
+        outcome(native.decode_plain, plain, True, list, (), ())
+        outcome(native.decode_plain, plain, True, Keyed, 5, ())
+        outcome(native.decode_plain, plain, True, Keyed, (prefix_item, 1), 5)
+        outcome(native.decode_plain, "text", True, Message, (), ())
         native.scan_v1(plain, 0, True, 3, _Columns([], [], [], [], [], [], []))
         native.scan_v1(bad, 0, True, None, _Columns([], [], [], [], [], [], []))
         outcome(native.scan_v1, plain, -1, True, None, _Columns([], [], [], [], [], [], []))
@@ -254,12 +275,13 @@ def test_many_calls_leave_no_memory_or_references_behind() -> None:
     for _ in range(50):  # warm up: caches, free lists
         one_round()
     gc.collect()
-    refs = [sys.getrefcount(o) for o in (key, value, prefix_item, Keyed, Message, bad)]
+    kept = (key, value, prefix_item, suffix_item, Keyed, Message, bad)
+    refs = [sys.getrefcount(o) for o in kept]
     blocks = sys.getallocatedblocks()
     for _ in range(3000):
         one_round()
     gc.collect()
-    assert [sys.getrefcount(o) for o in (key, value, prefix_item, Keyed, Message, bad)] == refs
+    assert [sys.getrefcount(o) for o in kept] == refs
     # 3000 rounds of ~150 records each: a leak of one object per call would be thousands
     assert sys.getallocatedblocks() - blocks < 500
     bad.append(0)  # no buffer export left behind (a bytearray with one refuses to resize)
