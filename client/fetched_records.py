@@ -26,9 +26,8 @@ from protocol.messageset import decode_as
 from protocol.record_batch import (
     CONTROL_BIT,
     MAGIC,
-    TIMESTAMP_TYPE_BIT,
     check_crc,
-    decode_records,
+    decode_records_as,
     peek_magic,
     read_batch_header,
 )
@@ -64,12 +63,7 @@ def decode_chunk(
                 if verify_crc:
                     check_crc(data, header, pos)
                 if header.record_count and not header.attributes & CONTROL_BIT:
-                    ts_type = 1 if header.attributes & TIMESTAMP_TYPE_BIT else 0
-                    new = tuple.__new__
-                    records.extend([
-                        new(ConsumerRecord, (*prefix, r[0], r[1], ts_type, r[2], r[3], r[4]))
-                        for r in decode_records(data, header, pos)
-                    ])
+                    records.extend(decode_records_as(ConsumerRecord, prefix, data, header, pos))
                 next_offset = max(next_offset, header.next_offset)
                 pos = header.end
             else:

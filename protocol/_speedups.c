@@ -517,10 +517,12 @@ error:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* parse_records_v2(data, start, end, count, base_offset, base_timestamp, ts_override, cls)
- *   -> list | None  (protocol.record_batch._py_parse_records)
+/* parse_records_v2(data, start, end, count, base_offset, base_timestamp, ts_override, cls,
+ *                  prefix, ts_type) -> list | None  (protocol.record_batch._py_parse_records)
  *
- * The records of a v2 batch, built as the Python function builds them, or None whenever the
+ * Each record built as cls(*prefix, offset, timestamp, key, value, headers) -- with ts_type
+ * after the timestamp unless it is None (the consumer's records: one allocation, not a second
+ * tuple per record) -- as the Python function builds it, or None whenever the
  * records section is not exactly ``count`` whole, valid records -- and for the few values this
  * code does not take (an offset or timestamp past int64) -- so that the Python function runs
  * and raises, or returns, what it does. */
@@ -618,8 +620,8 @@ fail:
 
 static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "parse_records_v2 takes 8 arguments");
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "parse_records_v2 takes 10 arguments");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
@@ -640,6 +642,18 @@ static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)cls_obj;
+    PyObject *prefix = args[8];
+    if (!PyTuple_Check(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "parse_records_v2: prefix must be a tuple");
+        return NULL;
+    }
+    PyObject *ts_type = args[9];
+    if (ts_type != Py_None && !PyLong_Check(ts_type)) {
+        PyErr_SetString(PyExc_TypeError, "parse_records_v2: ts_type must be an int or None");
+        return NULL;
+    }
+    Py_ssize_t np = PyTuple_GET_SIZE(prefix);
+    Py_ssize_t nt = ts_type == Py_None ? 0 : 1; /* 1: the timestamp type follows the timestamp */
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -698,7 +712,8 @@ static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssiz
         }
         PyObject *o_offset = PyLong_FromLongLong(offset);
         PyObject *o_ts = ts_override == Py_None ? PyLong_FromLongLong(ts) : Py_NewRef(ts_override);
-        PyObject *rec = (o_offset == NULL || o_ts == NULL) ? NULL : cls->tp_alloc(cls, 5);
+        PyObject *rec = (o_offset == NULL || o_ts == NULL) ? NULL
+                        : cls->tp_alloc(cls, np + nt + 5);
         if (rec == NULL) {
             Py_XDECREF(o_offset);
             Py_XDECREF(o_ts);
@@ -707,11 +722,15 @@ static PyObject *parse_records_v2(PyObject *self, PyObject *const *args, Py_ssiz
             Py_DECREF(headers);
             goto error;
         }
-        PyTuple_SET_ITEM(rec, 0, o_offset);
-        PyTuple_SET_ITEM(rec, 1, o_ts);
-        PyTuple_SET_ITEM(rec, 2, key);
-        PyTuple_SET_ITEM(rec, 3, value);
-        PyTuple_SET_ITEM(rec, 4, headers);
+        for (Py_ssize_t j = 0; j < np; j++)
+            PyTuple_SET_ITEM(rec, j, Py_NewRef(PyTuple_GET_ITEM(prefix, j)));
+        PyTuple_SET_ITEM(rec, np, o_offset);
+        PyTuple_SET_ITEM(rec, np + 1, o_ts);
+        if (nt)
+            PyTuple_SET_ITEM(rec, np + 2, Py_NewRef(ts_type));
+        PyTuple_SET_ITEM(rec, np + nt + 2, key);
+        PyTuple_SET_ITEM(rec, np + nt + 3, value);
+        PyTuple_SET_ITEM(rec, np + nt + 4, headers);
         int appended = PyList_Append(out, rec);
         Py_DECREF(rec);
         if (appended < 0)

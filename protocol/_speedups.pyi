@@ -28,6 +28,8 @@ def parse_records_v2(
     base_timestamp: int,
     ts_override: int | None,
     cls: type[_T],
+    prefix: tuple[Any, ...],
+    ts_type: int | None,
 ) -> list[_T] | None: ...
 def encode_records_v2(
     records: Iterable[Sequence[Any]], base_timestamp: int

@@ -43,7 +43,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import google_crc32c
 
@@ -51,6 +51,8 @@ from protocol import speedups
 from protocol.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, BatchCodec, compress, decompress
 from protocol.errors import CorruptMessageError, MessageFormatError
 from protocol.messageset import NO_TIMESTAMP, TimestampType
+
+_T = TypeVar("_T", bound=tuple[Any, ...])
 
 MAGIC = 2
 LOG_OVERHEAD = 12  # baseOffset + batchLength, the bytes batchLength does not count
@@ -539,7 +541,7 @@ def decode_batches(
         if verify_crc:
             check_crc(data, header, pos)
         _check_fields(header)
-        yield RecordBatch(header, _records_at(data, pos, header, limit))
+        yield RecordBatch(header, _records_at(data, pos, header, limit, BatchRecord, (), None))
         pos += header.size
 
 
@@ -558,10 +560,41 @@ def decode_records(
             f"the batch needs {header.size} bytes, {len(data) - pos} are there",
             offset=header.base_offset, position=header.position,
         )
-    return _records_at(data, pos, header, limit)
+    return _records_at(data, pos, header, limit, BatchRecord, (), None)
 
 
-def _records_at(data: bytes, pos: int, header: BatchHeader, limit: int) -> list[BatchRecord]:
+def decode_records_as(
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    buf: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    pos: int = 0,
+    *,
+    limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[_T]:
+    """``decode_records``, each record built as ``cls(*prefix, offset, timestamp,
+    timestamp_type, key, value, headers)`` (the batch's timestamp type) -- the tuple type a
+    reader hands out (the consumer's records) made once, as the record is parsed, instead of
+    from a ``BatchRecord`` afterwards."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    if pos + header.size > len(data):
+        raise MessageFormatError(
+            f"the batch needs {header.size} bytes, {len(data) - pos} are there",
+            offset=header.base_offset, position=header.position,
+        )
+    ts_type = 1 if header.attributes & TIMESTAMP_TYPE_BIT else 0
+    return _records_at(data, pos, header, limit, cls, prefix, ts_type)
+
+
+def _records_at(
+    data: bytes,
+    pos: int,
+    header: BatchHeader,
+    limit: int,
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    ts_type: int | None,
+) -> list[_T]:
     end = pos + header.size
     start = pos + RECORDS_AT
     if header.attributes & CODEC_MASK:
@@ -576,16 +609,17 @@ def _records_at(data: bytes, pos: int, header: BatchHeader, limit: int) -> list[
     inside = " of the decompressed records" if header.attributes & CODEC_MASK else ""
     try:
         records = _parse_records(data, start, end, origin, header.record_count,
-                                 header.base_offset, header.base_timestamp, ts_override)
+                                 header.base_offset, header.base_timestamp, ts_override, cls,
+                                 prefix, ts_type)
     except _Malformed as exc:
         raise MessageFormatError(
             str(exc).replace(" at byte ", f" at byte{inside} ", 1),
             offset=header.base_offset, position=header.position,
         ) from None
-    if records and records[-1].offset > header.last_offset:
+    if records and (last := records[-1][len(prefix)]) > header.last_offset:
         raise MessageFormatError(
             f"record {len(records) - 1}{inside}: offsetDelta "
-            f"{records[-1].offset - header.base_offset} is past lastOffsetDelta "
+            f"{last - header.base_offset} is past lastOffsetDelta "
             f"{header.last_offset_delta}",
             offset=header.base_offset, position=header.position,
         )
@@ -601,16 +635,21 @@ def _py_parse_records(
     base_offset: int,
     base_timestamp: int,
     ts_override: int | None,
-) -> list[BatchRecord]:
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    ts_type: int | None,
+) -> list[_T]:
     """``count`` records from ``data[p:end]``, which they must fill exactly; positions in the
-    errors count from ``origin``.
+    errors count from ``origin``. Each is built as ``cls(*prefix, offset, timestamp, key, value,
+    headers)``, ``ts_type`` after the timestamp unless it is None (``BatchRecord``: none).
 
     The consumer's and the broker's hot path: each varint of one or two bytes (values up to
     +-8191: nearly all of them) is read inline, the rest by ``_varint``."""
-    out: list[BatchRecord] = []
+    out: list[_T] = []
     append = out.append
     new = tuple.__new__
     varint = _varint
+    typed = ts_type is not None
     previous_delta = -1  # deltas increase; compaction leaves gaps between them
     for i in range(count):
         at = p
@@ -721,11 +760,12 @@ def _py_parse_records(
                 f"record {i} at byte {at - origin}: length {length} does not match its fields"
                 f" (they {taken})"
             )
-        append(new(BatchRecord, (
-            base_offset + offset_delta,
-            base_timestamp + ts_delta if ts_override is None else ts_override,
-            key, value, headers,
-        )))
+        timestamp = base_timestamp + ts_delta if ts_override is None else ts_override
+        if typed:
+            append(new(cls, (
+                *prefix, base_offset + offset_delta, timestamp, ts_type, key, value, headers)))
+        else:
+            append(new(cls, (*prefix, base_offset + offset_delta, timestamp, key, value, headers)))
     if p != end:
         raise _Malformed(
             f"{end - p} bytes follow the last of the {count} records the header counts"
@@ -742,22 +782,25 @@ def _native_parse_records(
     base_offset: int,
     base_timestamp: int,
     ts_override: int | None,
-) -> list[BatchRecord]:
+    cls: type[_T],
+    prefix: tuple[Any, ...],
+    ts_type: int | None,
+) -> list[_T]:
     """``_py_parse_records`` through the C accelerator, which gives the same records or, for
     anything that is not a whole, valid records section, None: then the Python code runs and
     names what is wrong."""
     assert _parse_records_v2 is not None
     records = _parse_records_v2(data, p, end, count, base_offset, base_timestamp, ts_override,
-                                BatchRecord)
+                                cls, prefix, ts_type)
     if records is None:
         return _py_parse_records(data, p, end, origin, count, base_offset, base_timestamp,
-                                 ts_override)
+                                 ts_override, cls, prefix, ts_type)
     return records
 
 
 # The C accelerator's parse where it is built (protocol.speedups chooses, once; an older build
 # without it counts as none), else the Python above.
-_parse_records_v2: Callable[..., list[BatchRecord] | None] | None = getattr(
+_parse_records_v2: Callable[..., list[Any] | None] | None = getattr(
     speedups.native, "parse_records_v2", None
 )
 _parse_records = _py_parse_records if _parse_records_v2 is None else _native_parse_records

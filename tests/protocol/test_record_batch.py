@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+from typing import NamedTuple
 
 import google_crc32c
 import pytest
@@ -26,6 +27,7 @@ from protocol.record_batch import (
     control_record_type,
     decode_batches,
     decode_records,
+    decode_records_as,
     decode_varint,
     encode_batch,
     encode_varint,
@@ -257,6 +259,71 @@ def test_header_only_reading_does_not_touch_the_records() -> None:
     assert peek_magic(encode_message_set([(None, b"a", TS)])) == 1
     (batch,) = decode_batches(data)
     assert decode_records(data, header) == batch.records
+
+
+class Tagged(NamedTuple):
+    """A reader's record type: fields before the record's and its timestamp type, as the
+    consumer's records have."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=records, codec=st.sampled_from(BatchCodec), base_offset=st.integers(0, 1 << 40),
+       log_append=st.booleans())
+def test_decode_records_as_builds_the_records_decode_records_reads(
+    records: list[Record], codec: BatchCodec, base_offset: int, log_append: bool
+) -> None:
+    data = encode_batch(records, base_offset=base_offset, codec=codec)
+    if log_append:
+        data = with_log_append_time(data, TS + 7)
+    at = 5  # a batch after other bytes, as in a fetched chunk
+    chunk = b"\x00" * at + data
+    header = read_batch_header(chunk, at)
+    assert header is not None
+    tagged = decode_records_as(Tagged, ("t", 3), chunk, header, at)
+    assert all(type(r) is Tagged for r in tagged)
+    ts_type = 1 if log_append else 0
+    assert tagged == [Tagged("t", 3, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers)
+                      for r in decode_records(chunk, header, at)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(section=st.binary(max_size=80), count=st.integers(0, 6), gaps=st.integers(0, 3))
+def test_decode_records_as_refuses_what_decode_records_refuses(
+    section: bytes, count: int, gaps: int
+) -> None:
+    data = hand_batch([], count=count, last_offset_delta=max(count - 1, 0) + gaps,
+                      section=section)
+    header = read_batch_header(data)
+    assert header is not None
+    try:
+        plain = decode_records(data, header)
+    except MessageFormatError as exc:
+        with pytest.raises(MessageFormatError) as raised:
+            decode_records_as(Tagged, ("t", 3), data, header)
+        assert str(raised.value) == str(exc)
+        return
+    assert decode_records_as(Tagged, ("t", 3), data, header) == [
+        Tagged("t", 3, r.offset, r.timestamp, 0, r.key, r.value, r.headers) for r in plain]
+
+
+def test_decode_records_as_names_an_offset_delta_past_the_last_one() -> None:
+    # the last record's offset is found after the prefix, not where a BatchRecord keeps it
+    data = hand_batch([hand_record(0, 0, None, b"a"), hand_record(2, 0, None, b"b")])
+    header = read_batch_header(data)
+    assert header is not None
+    with pytest.raises(MessageFormatError, match="offsetDelta 2 is past lastOffsetDelta 1"):
+        decode_records_as(Tagged, ("t", 3), data, header)
+    with pytest.raises(MessageFormatError, match="needs"):
+        decode_records_as(Tagged, ("t", 3), data[:-1], header)
 
 
 # --- damage -----------------------------------------------------------------------------------

@@ -299,31 +299,46 @@ v2_records = st.lists(
 )
 
 
+AS_BATCH_RECORDS = (BatchRecord, (), None)  # (cls, prefix, ts_type): the log's readers'
+# the consumer's records, with either timestamp type
+layouts = st.sampled_from(
+    [AS_BATCH_RECORDS, (ConsumerRecord, ("t", 3), 0), (ConsumerRecord, ("t", 3), 1)]
+)
+
+
 def both_parses(data, count, base_offset=0, base_ts=0, ts_override=None, start=RECORDS_AT,
-                end=None):
+                end=None, layout=AS_BATCH_RECORDS):
     """(the accelerator's answer, the Python function's outcome) for the records at start."""
     end = len(data) if end is None else end
     fast = native.parse_records_v2(data, start, end, count, base_offset, base_ts, ts_override,
-                                   BatchRecord)
+                                   *layout)
     slow = outcome(_py_parse_records, data, start, end, 0, count, base_offset, base_ts,
-                   ts_override)
+                   ts_override, *layout)
     return fast, slow
 
 
 @settings(max_examples=200, deadline=None)
 @given(records=v2_records, base_offset=st.integers(0, 1 << 40),
-       ts_override=st.none() | st.integers(0, 1 << 45))
-def test_parse_records_v2_builds_the_python_records(records, base_offset, ts_override) -> None:
+       ts_override=st.none() | st.integers(0, 1 << 45), layout=layouts)
+def test_parse_records_v2_builds_the_python_records(records, base_offset, ts_override,
+                                                    layout) -> None:
     data = encode_batch(records)
-    fast, slow = both_parses(data, len(records), base_offset, records[0].timestamp, ts_override)
+    fast, slow = both_parses(data, len(records), base_offset, records[0].timestamp, ts_override,
+                             layout=layout)
     assert isinstance(slow, list) and len(slow) == len(records)
     assert fast == slow
-    assert all(type(r) is BatchRecord for r in fast)
+    cls, prefix, ts_type = layout
+    assert all(type(r) is cls for r in fast)
+    stamps = [ts_override if ts_override is not None else r.timestamp for r in records]
+    middle = () if ts_type is None else (ts_type,)
+    assert fast == [cls(*prefix, base_offset + i, stamp, *middle, r.key, r.value, r.headers)
+                    for i, (r, stamp) in enumerate(zip(records, stamps, strict=True))]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(records=v2_records, data=st.data())
-def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, data) -> None:
+@given(records=v2_records, data=st.data(), layout=layouts)
+def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, data,
+                                                                      layout) -> None:
     """Damaged records sections: the accelerator returns the Python records or None (then the
     Python code runs and raises) -- never different records, never an exception of its own."""
     raw = bytearray(encode_batch(records))
@@ -338,7 +353,7 @@ def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, d
         count = data.draw(st.integers(0, count + 3))
     else:
         raw[RECORDS_AT:] = data.draw(st.binary(max_size=60))
-    fast, slow = both_parses(bytes(raw), count, 0, records[0].timestamp)
+    fast, slow = both_parses(bytes(raw), count, 0, records[0].timestamp, layout=layout)
     if isinstance(slow, list):
         assert fast == slow
     else:
@@ -346,17 +361,19 @@ def test_parse_records_v2_gives_way_to_python_wherever_python_refuses(records, d
 
 
 @settings(max_examples=200, deadline=None)
-@given(records=v2_records, data=st.data())
-def test_parse_records_v2_reads_compacted_batches_with_gaps_as_python_does(records, data) -> None:
+@given(records=v2_records, data=st.data(), layout=layouts)
+def test_parse_records_v2_reads_compacted_batches_with_gaps_as_python_does(records, data,
+                                                                           layout) -> None:
     """What compaction leaves: some of the records, each at its own offset delta."""
     full = encode_batch(records)
     header = read_batch_header(full)
     assert header is not None
     kept = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
     parsed = _py_parse_records(full, RECORDS_AT, len(full), 0, len(records), 0,
-                               records[0].timestamp, None)
+                               records[0].timestamp, None, *AS_BATCH_RECORDS)
     compacted = encode_retained(header, [parsed[i] for i in kept])
-    fast, slow = both_parses(compacted, len(kept), 100, read_batch_header(compacted).base_timestamp)
+    fast, slow = both_parses(compacted, len(kept), 100, read_batch_header(compacted).base_timestamp,
+                             layout=layout)
     assert isinstance(slow, list) and [r.offset for r in slow] == [100 + i for i in kept]
     assert fast == slow
 
@@ -373,29 +390,41 @@ def test_parse_records_v2_refuses_bad_arguments_and_leaves_nothing_behind() -> N
     data = encode_batch([V2Record(b"k", b"v" * 50, 5, (("h", b"x"), ("n", None)))] * 3)
     damaged = bytearray(data)
     damaged[-3] ^= 0xFF
-    assert outcome(native.parse_records_v2, data, RECORDS_AT, len(data), 1, 0, 0, None,
-                   list) is TypeError
-    assert outcome(native.parse_records_v2, "text", 0, 4, 1, 0, 0, None, BatchRecord) is TypeError
-    assert native.parse_records_v2(data, -1, len(data), 1, 0, 0, None, BatchRecord) is None
-    assert native.parse_records_v2(data, 0, len(data) + 1, 1, 0, 0, None, BatchRecord) is None
+    plain = (BatchRecord, (), None)
+    parse = native.parse_records_v2
+    assert outcome(parse, data, RECORDS_AT, len(data), 1, 0, 0, None, list, (), None) is TypeError
+    assert outcome(parse, "text", 0, 4, 1, 0, 0, None, *plain) is TypeError
+    # prefix a tuple (not any iterable), the timestamp type an int or None
+    assert outcome(parse, data, RECORDS_AT, len(data), 1, 0, 0, None, ConsumerRecord, ["t", 3],
+                   0) is TypeError
+    assert outcome(parse, data, RECORDS_AT, len(data), 1, 0, 0, None, ConsumerRecord, ("t", 3),
+                   "0") is TypeError
+    assert outcome(parse, data, RECORDS_AT, len(data), 1, 0, 0, None, BatchRecord) is TypeError
+    assert outcome(parse, data, RECORDS_AT, len(data), 1, 0, 0, None, *plain, 0) is TypeError
+    assert parse(data, -1, len(data), 1, 0, 0, None, *plain) is None
+    assert parse(data, 0, len(data) + 1, 1, 0, 0, None, *plain) is None
     value = b"v" * 50
+    topic = "a topic of its own"
+    consumer = (ConsumerRecord, (topic, 3), 1)
 
     def one_round() -> None:
-        native.parse_records_v2(data, RECORDS_AT, len(data), 1, 0, 0, None, BatchRecord)
-        native.parse_records_v2(data, RECORDS_AT, len(data), 1, 0, 0, 7, BatchRecord)
-        native.parse_records_v2(bytes(damaged), RECORDS_AT, len(data), 1, 0, 0, None,
-                                BatchRecord)
-        native.parse_records_v2(data, RECORDS_AT, len(data), 2, 0, 0, None, BatchRecord)
+        for layout in (plain, consumer):
+            assert len(parse(data, RECORDS_AT, len(data), 3, 0, 0, None, *layout)) == 3
+            parse(data, RECORDS_AT, len(data), 1, 0, 0, None, *layout)
+            parse(data, RECORDS_AT, len(data), 1, 0, 0, 7, *layout)
+            parse(bytes(damaged), RECORDS_AT, len(data), 1, 0, 0, None, *layout)
+            parse(data, RECORDS_AT, len(data), 2, 0, 0, None, *layout)
 
     for _ in range(50):
         one_round()
     gc.collect()
-    refs = [sys.getrefcount(o) for o in (data, value, BatchRecord)]
+    held = (data, value, BatchRecord, ConsumerRecord, topic)
+    refs = [sys.getrefcount(o) for o in held]
     blocks = sys.getallocatedblocks()
     for _ in range(3000):
         one_round()
     gc.collect()
-    assert [sys.getrefcount(o) for o in (data, value, BatchRecord)] == refs
+    assert [sys.getrefcount(o) for o in held] == refs
     assert sys.getallocatedblocks() - blocks < 500
     damaged.append(0)  # no buffer export left behind
 
