@@ -296,6 +296,11 @@ class NetworkClient:
             return None
         return negotiate(table, api, lowest, highest, self._nodes[node_id].address)
 
+    @property
+    def asking_versions(self) -> bool:
+        """Whether an ApiVersions request (``api_version``) still awaits its answer."""
+        return bool(self._asking_versions)
+
     def _on_api_versions(self, node_id: int, future: Future[dict[str, Any]]) -> None:
         self._asking_versions.discard(node_id)
         error = future.exception()

@@ -516,7 +516,7 @@ class Producer:
                 ),
             )
 
-    def _send_sendable(self, now: float) -> None:
+    def _send_sendable(self, now: float, *, await_versions: bool = True) -> None:
         ready = self._accumulator.sendable(
             now, flushing=self._flushing > 0, busy=self._busy
         )
@@ -531,6 +531,7 @@ class Producer:
                 continue
             by_node.setdefault(leader, []).append(tp)
         self._asking_versions = False
+        versions: dict[int, int] = {}
         for node, tps in by_node.items():
             if self._network.in_flight(node) >= self._max_in_flight:
                 continue
@@ -547,7 +548,22 @@ class Producer:
             if version is None:
                 self._asking_versions = True  # sent once the leader says what it speaks
             else:
-                self._send_produce(node, tps, now, version)
+                versions[node] = version
+        if self._asking_versions and await_versions and self._versions_answered():
+            self._send_sendable(self._clock(), await_versions=False)
+            return
+        for node, version in versions.items():
+            self._send_produce(node, by_node[node], now, version)
+
+    def _versions_answered(self) -> bool:
+        """A first contact with a leader: wait (one round trip; at most request_timeout_ms)
+        for what it speaks, so that a batch due now goes out in this call -- a program that
+        blocks between calls, as ``odradek produce`` waiting for its next input line, would
+        otherwise leave it unsent until then. Whether every answer (or failure) came."""
+        deadline = self._clock() + self._request_timeout_ms / 1000
+        while self._network.asking_versions and (remaining := deadline - self._clock()) > 0:
+            self._network.poll(min(remaining, 0.05))
+        return not self._network.asking_versions
 
     def _numbering_for(self, node: int, tps: list[TopicPartition], version: int) -> bool:
         """Whether batches for ``node`` may go out: without idempotence, always; with it, once

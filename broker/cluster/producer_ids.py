@@ -12,7 +12,9 @@ nothing most of the time. A block is claimed before any of its ids is given:
   JSON, written atomically and fsynced before the block is used: a restart claims the block
   after it, never one whose ids may have been handed out.
 
-A claimed block that a broker does not use up is lost when it stops, as in Kafka.
+A claimed block that a broker does not use up is lost when it stops, as in Kafka. A cluster
+member keeps a spare block claimed ahead (``keep_a_block_ready``), so that it hands out ids while
+cut from ZooKeeper.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
 import trio
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -36,6 +39,10 @@ BLOCK_SIZE = 1000
 BLOCK_FILE = "producer_id_block"
 #: the largest producer id: a record batch holds it in an int64
 MAX_PRODUCER_ID = 2**63 - 1
+#: between two attempts to claim a spare block while ZooKeeper cannot be reached
+SPARE_RETRY_S = 1.0
+
+log = structlog.get_logger(__name__)
 
 
 class ProducerIdsExhaustedError(RuntimeError):
@@ -68,22 +75,44 @@ def block_after(latest: ProducerIdBlock | None, broker_id: int) -> ProducerIdBlo
 
 class ProducerIds:
     """Hands out the ids of one claimed block after another; ``claim`` gets the next block
-    (awaited only when the current one is used up, one claim at a time)."""
+    (awaited when the current one is used up and no spare is ready, one claim at a time)."""
 
     def __init__(self, claim: Callable[[], Awaitable[ProducerIdBlock]]) -> None:
         self._claim = claim
         self._next = 0
         self._last = -1  # no block yet
+        self._spare: ProducerIdBlock | None = None
+        self._spare_taken = trio.Event()
         self._lock = trio.Lock()
 
     async def next_id(self) -> int:
         async with self._lock:
             if self._next > self._last:
-                block = await self._claim()
+                block, self._spare = self._spare, None
+                if block is None:
+                    block = await self._claim()
+                else:
+                    self._spare_taken.set()
                 self._next, self._last = block.first, block.last
             producer_id = self._next
             self._next += 1
             return producer_id
+
+    async def keep_a_block_ready(self, retry_backoff: float = SPARE_RETRY_S) -> None:
+        """Claim the next block before it is needed -- at start, and again each time the
+        spare is taken -- so that a broker cut from ZooKeeper still hands out ids, as Kafka's
+        claims its first block when it starts. Runs until cancelled; a failed claim is tried
+        again after ``retry_backoff`` seconds."""
+        while True:
+            if self._spare is None:
+                try:
+                    self._spare = await self._claim()
+                except Exception as exc:  # ZooKeeper away: next_id claims, or says so
+                    log.info("producer_ids.spare_not_claimed", error=str(exc))
+                    await trio.sleep(retry_backoff)
+                    continue
+            self._spare_taken = trio.Event()
+            await self._spare_taken.wait()
 
 
 # ------------------------------------------------------------------------------- ZooKeeper

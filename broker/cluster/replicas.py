@@ -67,6 +67,9 @@ FETCH_VERSION = 4
 FETCH_VERSION_WITH_LOG_START = 3
 #: what a follower falls back to for a leader of an older release (see ``_lowered_for``)
 FETCH_VERSION_BEFORE_LOG_START = 1
+#: the Fetch versions followers of each release used, newest first
+_FETCH_VERSIONS_BY_RELEASE = (
+    FETCH_VERSION, FETCH_VERSION_WITH_LOG_START, FETCH_VERSION_BEFORE_LOG_START)
 UNKNOWN_OFFSET = -1
 
 
@@ -500,17 +503,17 @@ class ReplicaFetcher:
             await self.link.aclose()
 
     def _lowered_for(self, exc: Exception) -> bool:
-        """A leader of an older release refuses Fetch v3 (UNSUPPORTED_VERSION): replicate with
-        v1, without our log start (its DeleteRecords never waited for it), rather than not at
-        all while brokers are upgraded one at a time. Whether the version was lowered; a lost
-        connection puts it back (the leader may come back upgraded)."""
-        if (not isinstance(exc, UnsupportedVersionError)
-                or self._version <= FETCH_VERSION_BEFORE_LOG_START):
+        """A leader of an older release refuses our Fetch version (UNSUPPORTED_VERSION):
+        replicate with the previous release's -- v3 (no record batches there to fetch), then
+        v1, without our log start (its DeleteRecords never waited for it) -- rather than not
+        at all while brokers are upgraded one at a time. Whether the version was lowered; a
+        lost connection puts it back (the leader may come back upgraded)."""
+        lower = [v for v in _FETCH_VERSIONS_BY_RELEASE if v < self._version]
+        if not isinstance(exc, UnsupportedVersionError) or not lower:
             return False
-        log.warning("replica.fetch_version_lowered", leader=self.leader,
-                    version=FETCH_VERSION_BEFORE_LOG_START,
+        log.warning("replica.fetch_version_lowered", leader=self.leader, version=lower[0],
                     reason=f"the leader does not support Fetch v{self._version}")
-        self._version = FETCH_VERSION_BEFORE_LOG_START
+        self._version = lower[0]
         return True
 
     async def _truncate(self) -> None:

@@ -97,6 +97,7 @@ class ZooKeeperCluster:
         cancelled (after ``register``)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.replicas.run)
+            nursery.start_soon(self._producer_ids.keep_a_block_ready)
             await self._membership.run()
 
     async def first_metadata(self, timeout: float) -> None:

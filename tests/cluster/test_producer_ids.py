@@ -29,7 +29,7 @@ from broker.cluster.producer_ids import (
 from broker.cluster.zookeeper import ZooKeeper
 from client.network import NetworkClient
 from client.producer_ids import init_producer_id
-from tests.cluster.conftest import Cluster
+from tests.cluster.conftest import Cluster, until
 
 # ------------------------------------------------------------------------- the data directory
 
@@ -64,6 +64,35 @@ async def test_a_damaged_block_file_is_refused_naming_it(tmp_path: Path) -> None
     (tmp_path / BLOCK_FILE).write_bytes(b"not json")
     with pytest.raises(zk.ZkFormatError, match=BLOCK_FILE):
         await file_producer_ids(tmp_path, 0).next_id()
+
+
+async def test_a_spare_block_is_claimed_ahead_and_claiming_retried_until_it_can() -> None:
+    """The spare lets a broker cut from ZooKeeper hand out ids: next_id takes it without a
+    claim of its own, and the spare is claimed again at once; a failing claim is retried."""
+    claimed: list[ProducerIdBlock] = []
+    failures = [RuntimeError("ZooKeeper away")]
+
+    async def claim() -> ProducerIdBlock:
+        if failures:
+            raise failures.pop()
+        claimed.append(block_after(claimed[-1] if claimed else None, 0))
+        return claimed[-1]
+
+    ids = ProducerIds(claim)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ids.keep_a_block_ready, 0.01)
+            while not claimed:
+                await trio.sleep(0.01)
+            assert not failures and len(claimed) == 1
+            claim_count_before = len(claimed)
+            failures.append(RuntimeError("cut"))  # next_id must not need a claim now
+            assert await ids.next_id() == 0
+            assert [await ids.next_id() for _ in range(2)] == [1, 2]
+            while len(claimed) < claim_count_before + 1:  # the spare again, once retried
+                await trio.sleep(0.01)
+            assert claimed[-1].first == 1000
+            nursery.cancel_scope.cancel()
 
 
 def test_no_block_is_claimed_past_the_largest_id() -> None:
@@ -192,7 +221,14 @@ def test_brokers_of_a_cluster_hand_out_ids_from_blocks_of_their_own(
             network.close()
         assert [g.epoch for g in got] == [0, 0, 0]
         handed[broker_id] = [g.producer_id for g in got]
-    # each broker claimed one block, in the order they were first asked, and numbers from it
-    assert handed == {0: [0, 1, 2], 1: [1000, 1001, 1002]}
-    assert cluster.json(zk.LATEST_PRODUCER_ID_BLOCK) == {
-        "version": 1, "broker": 1, "block_start": "1000", "block_end": "1999"}
+    # each broker numbers from a block of its own...
+    assert all(ids == list(range(ids[0], ids[0] + 3)) and ids[0] % 1000 == 0
+               for ids in handed.values()), handed
+    assert handed[0][0] != handed[1][0]
+    # ...and keeps the next one claimed ahead (claimed again once its spare was taken): four
+    # blocks claimed, two in use and two spare
+    until(lambda: cluster.json(zk.LATEST_PRODUCER_ID_BLOCK)["block_end"] == "3999", 20,
+          "each broker's next block claimed ahead")
+    latest = cluster.json(zk.LATEST_PRODUCER_ID_BLOCK)
+    assert latest["version"] == 1 and latest["broker"] in (0, 1)
+    assert (latest["block_start"], latest["block_end"]) == ("3000", "3999")

@@ -165,21 +165,31 @@ async def _fetches(tmp_path: Path, leader: _Leader) -> None:
             nursery.cancel_scope.cancel()
 
 
-async def test_a_follower_reports_its_log_start_in_fetch_v3(tmp_path: Path) -> None:
-    leader = _Leader(newest=3, count=2)
+async def test_a_follower_fetches_record_batches_and_reports_its_log_start(
+        tmp_path: Path) -> None:
+    leader = _Leader(newest=4, count=2)
     await _fetches(tmp_path, leader)
-    assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [(3, 2), (3, 2)]
+    assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [(4, 2), (4, 2)]
+
+
+async def test_a_leader_of_the_release_before_is_fetched_from_with_v3(tmp_path: Path) -> None:
+    """A leader without record batches (Fetch v3): the follower still reports its log
+    start."""
+    leader = _Leader(newest=3, count=3)
+    await _fetches(tmp_path, leader)
+    assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [
+        (4, 2), (3, 2), (3, 2)]
 
 
 async def test_a_leader_of_an_older_release_is_fetched_from_with_v1_until_the_link_drops(
         tmp_path: Path) -> None:
     """Replication goes on, without the follower's log start, while brokers are upgraded one
-    at a time; a dropped connection (the leader restarting, maybe upgraded) tries v3 again."""
-    leader = _Leader(newest=2, count=3)
+    at a time; a dropped connection (the leader restarting, maybe upgraded) tries v4 again."""
+    leader = _Leader(newest=2, count=4)
     await _fetches(tmp_path, leader)
     assert [(v, p.get("log_start_offset")) for v, p in leader.asked] == [
-        (3, 2), (1, None), (1, None)]
-    leader = _Leader(newest=2, count=4)
+        (4, 2), (3, 2), (1, None), (1, None)]
+    leader = _Leader(newest=2, count=5)
     leader.drop_next = True
     await _fetches(tmp_path / "again", leader)
-    assert [v for v, _ in leader.asked] == [3, 3, 1, 1]
+    assert [v for v, _ in leader.asked] == [4, 4, 3, 1, 1]
