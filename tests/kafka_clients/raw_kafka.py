@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
+from typing import Any
 
 import pytest
 
 from protocol.framing import encode_frame
 from protocol.kafka.api_versions import advertised_versions
-from protocol.kafka.apis import API_VERSIONS
+from protocol.kafka.apis import API_VERSIONS, KafkaApi
 from protocol.kafka.header import decode_response, encode_request
 
 #: how long a raw socket waits for an answer or the close: far above any answer's time here,
@@ -80,3 +81,14 @@ def assert_api_versions_answer(sock: socket.socket, correlation_id: int, *,
     assert answered == correlation_id
     assert body["error_code"] == error_code
     assert [dict(row) for row in body["api_keys"]] == advertised_versions()
+
+
+def call(sock: socket.socket, api: KafkaApi, version: int, body: dict[str, Any]) -> Any:
+    """One request of ``api`` at ``version`` and its decoded answer (the connection must
+    answer it, with the correlation id it was sent with)."""
+    sock.sendall(encode_frame(encode_request(api, version, 5, "raw", body)))
+    frame = read_frame(sock)
+    assert frame is not None, "the listener closed the connection"
+    correlation_id, answer = decode_response(api, version, frame)
+    assert correlation_id == 5
+    return answer

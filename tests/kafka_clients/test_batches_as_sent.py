@@ -5,21 +5,17 @@ the base offset (assigned) and the partition leader epoch -- and its CRC-32C sti
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kafka.record import default_records as kafka_records
 
-from protocol.framing import encode_frame
 from protocol.kafka.apis import FETCH, PRODUCE
-from protocol.kafka.header import decode_response, encode_request
 from protocol.record_batch import MAGIC_AT, decode_batches
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.kafka_clients.conftest import KAFKA_SETTINGS, unique_topic
-from tests.kafka_clients.raw_kafka import connect, read_frame
+from tests.kafka_clients.raw_kafka import call, connect
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +29,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("as-sent") / "data"
     with BrokerProcess(data, settings=KAFKA_SETTINGS) as started:
         yield started
-
-
-def request(sock: socket.socket, api: Any, version: int, body: dict[str, Any]) -> Any:
-    sock.sendall(encode_frame(encode_request(api, version, 7, "as-sent", body)))
-    frame = read_frame(sock)
-    assert frame is not None, "the listener closed the connection"
-    correlation_id, answer = decode_response(api, version, frame)
-    assert correlation_id == 7
-    return answer
 
 
 def kafka_python_batch(codec: int, idempotent: bool) -> bytes:
@@ -65,16 +52,16 @@ def test_a_kafka_python_batch_is_stored_as_sent(broker: BrokerProcess, codec: st
     sent = kafka_python_batch(CODECS[codec], idempotent)
     port = next(iter(broker.kafka_ports.values()))
     with connect(port) as sock:
-        request(sock, PRODUCE, 3, {  # a first batch of ours, so the client's lands at 1
+        call(sock, PRODUCE, 3, {  # a first batch of ours, so the client's lands at 1
             "transactional_id": None, "acks": -1, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [
                 {"index": 0, "records": _one_record()}]}]})
-        produced = request(sock, PRODUCE, 3, {
+        produced = call(sock, PRODUCE, 3, {
             "transactional_id": None, "acks": -1, "timeout_ms": 10_000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": sent}]}]})
         ((result,),) = [t["partition_responses"] for t in produced["responses"]]
         assert (result["error_code"], result["base_offset"]) == (0, 1), result
-        fetched = request(sock, FETCH, 4, {
+        fetched = call(sock, FETCH, 4, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
             "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
                 {"partition": 0, "fetch_offset": 1, "partition_max_bytes": 1 << 20}]}]})

@@ -15,15 +15,13 @@ import pytest
 from client import Consumer, TopicPartition
 from protocol.compression import BatchCodec
 from protocol.errors import ErrorCode
-from protocol.framing import encode_frame
-from protocol.kafka.apis import FETCH, PRODUCE, KafkaApi
-from protocol.kafka.header import decode_response, encode_request
+from protocol.kafka.apis import FETCH, PRODUCE
 from protocol.messageset import encode_message_set
 from protocol.record_batch import decode_batches, encode_batch
 from tests.broker.raw import RawClient
 from tests.broker_process import BrokerProcess
 from tests.kafka_clients.conftest import KAFKA_SETTINGS, unique_topic
-from tests.kafka_clients.raw_kafka import connect, read_frame
+from tests.kafka_clients.raw_kafka import call, connect
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +34,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("record-batches") / "data"
     with BrokerProcess(data, settings=KAFKA_SETTINGS) as started:
         yield started
-
-
-def call(sock: socket.socket, api: KafkaApi, version: int, body: dict[str, Any]) -> Any:
-    sock.sendall(encode_frame(encode_request(api, version, 5, "batches", body)))
-    frame = read_frame(sock)
-    assert frame is not None, "the listener closed the connection"
-    correlation_id, answer = decode_response(api, version, frame)
-    assert correlation_id == 5
-    return answer
 
 
 def produce_v3(sock: socket.socket, topic: str, records: bytes | None,

@@ -14,13 +14,20 @@ import pytest
 from broker.log import InvalidMessageError, PartitionLog
 from protocol import record_batch
 from protocol.compression import BatchCodec, Codec
-from protocol.messageset import decode_messages, encode_message_set
-from protocol.record_batch import BatchHeader, decode_batches, encode_batch
-from tests.log.support import FakeClock, crash_copy
+from protocol.messageset import encode_message_set
+from protocol.record_batch import decode_batches, encode_batch
+from tests.log.support import (
+    FakeClock,
+    Headers,
+    Row,
+    crash_copy,
+    header,
+    last_offset,
+    read_rows,
+    stored,
+)
 
 OpenLog = Callable[..., PartitionLog]
-Headers = tuple[tuple[str, bytes | None], ...]
-Row = tuple[int, bytes | None, bytes | None, Headers]
 DAY_MS = 24 * 3600 * 1000
 SETTINGS: dict[str, object] = {
     "cleanup_policy": "compact",
@@ -33,54 +40,6 @@ SETTINGS: dict[str, object] = {
 
 def compacted_log(open_log: OpenLog, directory: Path | None = None) -> PartitionLog:
     return open_log(directory, **SETTINGS)
-
-
-def stored(data: bytes) -> list[tuple[bytes, list[Row]]]:
-    """The whole entries of ``data``, each with its rows; an empty batch has none."""
-    out: list[tuple[bytes, list[Row]]] = []
-    pos = 0
-    while pos + 17 <= len(data):
-        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-        if pos + size > len(data):
-            break
-        entry = data[pos : pos + size]
-        if entry[16] == record_batch.MAGIC:
-            (b,) = decode_batches(entry)
-            rows = [(r.offset, r.key, r.value, r.headers) for r in b.records]
-        else:
-            messages, _ = decode_messages(entry)
-            rows = [(m.offset, m.key, m.value, ()) for m in messages]
-        out.append((entry, rows))
-        pos += size
-    return out
-
-
-def last_offset(entry: bytes, rows: list[Row]) -> int:
-    if entry[16] == record_batch.MAGIC:
-        return header(entry).last_offset
-    return rows[-1][0]
-
-
-def header(entry: bytes) -> BatchHeader:
-    h = record_batch.read_batch_header(entry)
-    assert h is not None
-    return h
-
-
-def read_rows(log: PartitionLog, start: int | None = None, chunk: int = 1 << 16) -> list[Row]:
-    """Every record from ``start`` to the log end, as a consumer reads: fetch, take the whole
-    entries, continue after the last one's last offset (an empty batch's included)."""
-    offset = log.log_start_offset if start is None else start
-    rows: list[Row] = []
-    while offset < log.log_end_offset:
-        data = log.read(offset, chunk).bytes()
-        if not data:
-            break  # compacted away up to the end
-        entries = stored(data)
-        assert entries, f"no whole entry in {chunk} bytes at {offset}"
-        rows += [row for _, found in entries for row in found if row[0] >= offset]
-        offset = last_offset(*entries[-1]) + 1
-    return rows
 
 
 def batches(log: PartitionLog) -> dict[int, bytes]:

@@ -20,12 +20,10 @@ from broker.log import (
 from broker.log.errors import ProducerTimestampTypeError
 from protocol import record_batch
 from protocol.compression import BatchCodec, Codec
-from protocol.messageset import decode_messages
 from protocol.record_batch import decode_batches, encode_batch
-from tests.log.support import FakeClock, crash_copy, message_set
+from tests.log.support import FakeClock, crash_copy, message_set, read_rows
 
 OpenLog = Callable[..., PartitionLog]
-Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 NOW_MS = FakeClock().ms  # the clock's start: timestamps producer state does not expire
@@ -36,32 +34,6 @@ def batch(values: list[bytes], *, ts: int = NOW_MS, codec: BatchCodec = BatchCod
           **fields: int) -> bytes:
     records = [(key, v, ts + i, headers) for i, v in enumerate(values)]
     return encode_batch(records, base_offset=0, codec=codec, **fields)  # type: ignore[arg-type]
-
-
-def read_rows(log: PartitionLog, start: int | None = None, chunk: int = 1 << 16) -> list[Row]:
-    """Every record from ``start`` to the log end, whatever each entry's magic."""
-    offset = log.log_start_offset if start is None else start
-    rows: list[Row] = []
-    while offset < log.log_end_offset:
-        data = log.read(offset, chunk).bytes()
-        assert data, f"nothing read at {offset}"
-        pos, found = 0, []
-        while pos + 17 <= len(data):
-            size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-            if pos + size > len(data):
-                break
-            entry = data[pos : pos + size]
-            if entry[16] == record_batch.MAGIC:
-                (b,) = decode_batches(entry)
-                found += [(r.offset, r.key, r.value, r.headers) for r in b.records]
-            else:
-                messages, _ = decode_messages(entry)
-                found += [(m.offset, m.key, m.value, ()) for m in messages]
-            pos += size
-        assert found, f"no whole entry in {chunk} bytes at {offset}"
-        rows += [row for row in found if row[0] >= offset]
-        offset = found[-1][0] + 1
-    return rows
 
 
 def test_an_appended_batch_gets_its_base_offset_and_the_leader_epoch_and_keeps_its_bytes(
