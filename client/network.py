@@ -297,9 +297,9 @@ class NetworkClient:
         return negotiate(table, api, lowest, highest, self._nodes[node_id].address)
 
     @property
-    def asking_versions(self) -> bool:
-        """Whether an ApiVersions request (``api_version``) still awaits its answer."""
-        return bool(self._asking_versions)
+    def asking_versions(self) -> frozenset[int]:
+        """The nodes whose ApiVersions answer (``api_version``) is still awaited."""
+        return frozenset(self._asking_versions)
 
     def _on_api_versions(self, node_id: int, future: Future[dict[str, Any]]) -> None:
         self._asking_versions.discard(node_id)

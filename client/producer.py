@@ -531,6 +531,7 @@ class Producer:
                 continue
             by_node.setdefault(leader, []).append(tp)
         self._asking_versions = False
+        asked_before = self._network.asking_versions
         versions: dict[int, int] = {}
         for node, tps in by_node.items():
             if self._network.in_flight(node) >= self._max_in_flight:
@@ -549,21 +550,27 @@ class Producer:
                 self._asking_versions = True  # sent once the leader says what it speaks
             else:
                 versions[node] = version
-        if self._asking_versions and await_versions and self._versions_answered():
+        first_contact = self._network.asking_versions - asked_before
+        if (first_contact and await_versions and not self._busy
+                and self._versions_answered(first_contact)):
             self._send_sendable(self._clock(), await_versions=False)
             return
         for node, version in versions.items():
             self._send_produce(node, by_node[node], now, version)
 
-    def _versions_answered(self) -> bool:
-        """A first contact with a leader: wait (one round trip; at most request_timeout_ms)
-        for what it speaks, so that a batch due now goes out in this call -- a program that
-        blocks between calls, as ``odradek produce`` waiting for its next input line, would
-        otherwise leave it unsent until then. Whether every answer (or failure) came."""
+    def _versions_answered(self, nodes: frozenset[int]) -> bool:
+        """A first contact with leaders while nothing else is in flight: wait (one round trip;
+        at most request_timeout_ms) for what they speak, so that a batch due now goes out in
+        this call -- a program that blocks between calls, as ``odradek produce`` waiting for
+        its next input line, would otherwise leave it unsent until then. A producer with
+        requests in flight does not wait: their answers drive its next sends, and a leader
+        that does not answer (cut off) must not hold up the others. Whether every answer (or
+        failure) came."""
         deadline = self._clock() + self._request_timeout_ms / 1000
-        while self._network.asking_versions and (remaining := deadline - self._clock()) > 0:
+        while (nodes & self._network.asking_versions
+               and (remaining := deadline - self._clock()) > 0):
             self._network.poll(min(remaining, 0.05))
-        return not self._network.asking_versions
+        return not nodes & self._network.asking_versions
 
     def _numbering_for(self, node: int, tps: list[TopicPartition], version: int) -> bool:
         """Whether batches for ``node`` may go out: without idempotence, always; with it, once
