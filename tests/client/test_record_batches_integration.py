@@ -10,19 +10,9 @@ import pytest
 
 from client import Consumer, ConsumerRecord, Producer, TopicPartition
 from client import producer as producer_module
+from tests.client.reading import read_records
 
 pytestmark = pytest.mark.integration
-
-
-def read(bootstrap: str, tp: TopicPartition, n: int, timeout: float = 20.0) -> list[ConsumerRecord]:
-    records: list[ConsumerRecord] = []
-    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([tp])
-        deadline = time.monotonic() + timeout
-        while len(records) < n:
-            assert time.monotonic() < deadline, f"only {len(records)} of {n} records in time"
-            records += consumer.poll(timeout_ms=200)
-    return records
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -35,7 +25,7 @@ def test_records_with_headers_come_back_with_them(broker, codec: str) -> None:
         futures.append(producer.send(tp.topic, b"bare", partition=0))
         producer.flush(10)
     assert [f.result().offset for f in futures] == list(range(301))
-    records = read(broker.bootstrap, tp, 301)
+    records = read_records(broker.bootstrap, tp, 301)
     assert [(r.key, r.value, r.headers) for r in records[:300]] == sent
     assert (records[300].value, records[300].headers) == (b"bare", ())
 
@@ -58,7 +48,7 @@ def test_a_partition_written_in_both_formats_reads_back_in_order(broker, monkeyp
             new.flush(10)
         expected += [(b"new-%d-%d" % (round_, i), (("round", b"%d" % round_),))
                      for i in range(5)]
-    records = read(broker.bootstrap, tp, 30)
+    records = read_records(broker.bootstrap, tp, 30)
     assert [r.offset for r in records] == list(range(30))
     assert [(r.value, r.headers) for r in records] == expected
     # from every offset, including those inside a batch or a wrapper

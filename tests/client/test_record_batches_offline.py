@@ -4,16 +4,16 @@ zstd, and the clear errors where a v1 broker cannot carry them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from client import Consumer, Producer, TopicPartition
+from client import Producer, TopicPartition
 from protocol.apis import ApiKey
 from protocol.errors import UnsupportedVersionError
 from protocol.record_batch import decode_batches, peek_magic
 from tests.client.fake_broker import DROP, FakeBroker, once
+from tests.client.reading import read_records
 
 T0 = TopicPartition("t", 0)
 
@@ -32,17 +32,6 @@ def versions_used(fake: FakeBroker, api: ApiKey) -> set[int]:
     return {r.header.api_version for r in fake.requests if r.header.api_key == api}
 
 
-def read_all(fake: FakeBroker, n: int, timeout: float = 10.0) -> list:
-    records: list = []
-    with Consumer(fake.bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([T0])
-        deadline = time.monotonic() + timeout
-        while len(records) < n:
-            assert time.monotonic() < deadline, f"only {len(records)} of {n} records in time"
-            records += consumer.poll(timeout_ms=200)
-    return records
-
-
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_a_broker_of_today_gets_record_batches_with_headers(today: FakeBroker, codec) -> None:
     with Producer(today.bootstrap, compression=codec, linger_ms=50) as producer:
@@ -56,7 +45,7 @@ def test_a_broker_of_today_gets_record_batches_with_headers(today: FakeBroker, c
     assert peek_magic(stored) == 2
     assert sum(b.header.record_count for b in decode_batches(stored)) == 21
     assert versions_used(today, ApiKey.PRODUCE) == {2}
-    records = read_all(today, 21)
+    records = read_records(today.bootstrap, T0, 21, timeout=10.0)
     assert versions_used(today, ApiKey.FETCH) == {4}
     assert [(r.offset, r.value, r.headers) for r in records[:2]] == [
         (0, b"v0", (("i", b"0"), ("nothing", None))), (1, b"v1", (("i", b"1"), ("nothing", None)))]
@@ -75,7 +64,8 @@ def test_each_producer_batch_is_one_record_batch(today: FakeBroker) -> None:
     # a message takes 34 bytes and more as the producer counts: at most 5 in 200 bytes
     assert max(counts) <= 5
     assert sum(counts) == 40
-    assert [r.value for r in read_all(today, 40)] == [b"%03d" % i for i in range(40)]
+    records = read_records(today.bootstrap, T0, 40, timeout=10.0)
+    assert [r.value for r in records] == [b"%03d" % i for i in range(40)]
 
 
 def test_a_v1_broker_gets_message_sets_and_is_read_at_fetch_v3(fake: FakeBroker) -> None:
@@ -83,7 +73,7 @@ def test_a_v1_broker_gets_message_sets_and_is_read_at_fetch_v3(fake: FakeBroker)
         assert producer.send("t", b"old").result(5).offset == 0
     assert peek_magic(fake.messages("t", 0)) == 1
     assert versions_used(fake, ApiKey.PRODUCE) == {1}
-    (record,) = read_all(fake, 1)
+    (record,) = read_records(fake.bootstrap, T0, 1, timeout=10.0)
     assert (record.value, record.headers) == (b"old", ())
     assert versions_used(fake, ApiKey.FETCH) == {3}
 
@@ -136,7 +126,7 @@ def test_a_broker_gone_while_asked_its_versions_sends_the_consumer_to_metadata(
         producer.send("t", b"v").result(5)
     today.faults.append(once(ApiKey.API_VERSIONS, lambda request: DROP))
     today.requests.clear()
-    (record,) = read_all(today, 1)
+    (record,) = read_records(today.bootstrap, T0, 1, timeout=10.0)
     assert record.value == b"v"
     kinds = [r.header.api_key for r in today.requests]
     dropped = kinds.index(ApiKey.API_VERSIONS)
