@@ -253,8 +253,10 @@ class NetworkClient:
 
     def least_loaded_node(self, avoid: int | None = None) -> int:
         """A node to ask for metadata: connected with the fewest requests waiting, else one that
-        may be (re)connected now, else the one whose backoff ends first. Real brokers are
-        preferred to bootstrap addresses. ``avoid`` (one whose last answer was behind the
+        may be (re)connected now, else the one whose backoff ends first. A broker metadata
+        named, even one to connect to, goes before a bootstrap address, even a connected one:
+        that address may be a broker just cut off, whose own connection timed out while the
+        bootstrap one, idle, looks alive. ``avoid`` (one whose last answer was behind the
         cluster) is taken only when there is no other."""
         shared = [n for n in self._nodes.values() if n.node_id not in self._dedicated]
         if not shared:
@@ -263,15 +265,13 @@ class NetworkClient:
         shared = others or shared
         now = self._clock()
 
-        def rank(node: NodeConnection) -> tuple[int, float, int, int]:
+        def rank(node: NodeConnection) -> tuple[int, float, int]:
             connected = node.state is ConnectionState.CONNECTED
             usable = connected or node.state is ConnectionState.CONNECTING or node.retry_at <= now
-            return (
-                0 if connected else 1 if usable else 2,
-                0.0 if usable else node.retry_at,
-                0 if node.node_id >= 0 else 1,
-                len(node.pending),
-            )
+            if not usable:
+                return (4, node.retry_at, 0)
+            bootstrap = 2 if node.node_id < 0 else 0
+            return (bootstrap + (0 if connected else 1), 0.0, len(node.pending))
 
         return min(shared, key=rank).node_id
 

@@ -177,6 +177,8 @@ class Producer:
         self._busy: set[TopicPartition] = set()  # partitions with a request in flight
         # batches are sendable but a leader has not said yet which Produce versions it speaks
         self._asking_versions = False
+        # leaders that have said it once: asked again on a new connection, never waited for
+        self._versions_heard: set[int] = set()
         self._flushing = 0
         self._next_io = 0.0
         self._closed = False
@@ -550,7 +552,8 @@ class Producer:
                 self._asking_versions = True  # sent once the leader says what it speaks
             else:
                 versions[node] = version
-        first_contact = self._network.asking_versions - asked_before
+                self._versions_heard.add(node)
+        first_contact = self._network.asking_versions - asked_before - self._versions_heard
         if (first_contact and await_versions and not self._busy
                 and self._versions_answered(first_contact)):
             self._send_sendable(self._clock(), await_versions=False)
@@ -559,13 +562,14 @@ class Producer:
             self._send_produce(node, by_node[node], now, version)
 
     def _versions_answered(self, nodes: frozenset[int]) -> bool:
-        """A first contact with leaders while nothing else is in flight: wait (one round trip;
-        at most request_timeout_ms) for what they speak, so that a batch due now goes out in
-        this call -- a program that blocks between calls, as ``odradek produce`` waiting for
-        its next input line, would otherwise leave it unsent until then. A producer with
-        requests in flight does not wait: their answers drive its next sends, and a leader
-        that does not answer (cut off) must not hold up the others. Whether every answer (or
-        failure) came."""
+        """The first contact with leaders, while nothing else is in flight: wait (one round
+        trip; at most request_timeout_ms) for what they speak, so that a batch due now goes out
+        in this call -- a program that blocks between calls, as ``odradek produce`` waiting for
+        its next input line, would otherwise leave it unsent until then. Nothing else is
+        driven meanwhile, so only the first contact waits: a producer with requests in flight,
+        or reconnecting to a leader it spoke with before (which may be cut off, and then no
+        longer the leader), goes on at once; answers and fresh metadata drive its next sends.
+        Whether every answer (or failure) came."""
         deadline = self._clock() + self._request_timeout_ms / 1000
         while (nodes & self._network.asking_versions
                and (remaining := deadline - self._clock()) > 0):

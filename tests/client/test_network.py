@@ -99,6 +99,33 @@ def test_a_request_past_its_deadline_times_out_and_closes_the_connection(
         client.close()
 
 
+def test_metadata_is_asked_of_a_named_broker_before_a_connected_bootstrap_address(
+    listener: socket.socket,
+) -> None:
+    """A bootstrap connection, idle, looks alive even when it leads to a broker just cut off:
+    once metadata named brokers, one of them is asked -- unless it backs off after a failure."""
+    host, port = listener.getsockname()[:2]
+    client = NetworkClient(f"{host}:{port}", reconnect_backoff_ms=60_000)
+    try:
+        future = client.send(-1, ApiKey.API_VERSIONS, {})
+        client.poll(0)
+        conn, _ = listener.accept()
+        with conn:
+            cid = read_request(conn)
+            conn.sendall(encode_response(cid, {"error_code": 0, "apis": []}))
+            drive(client, future)
+            assert client.least_loaded_node() == -1  # no broker named yet
+            closed = free_port()
+            client.set_brokers({7: ("127.0.0.1", closed)})
+            assert client.least_loaded_node() == 7  # not connected, but a broker
+            refused = client.send(7, ApiKey.API_VERSIONS, {})
+            drive(client, refused)
+            assert isinstance(refused.exception(), BrokerConnectionError)
+            assert client.least_loaded_node() == -1  # 7 backs off for a minute
+    finally:
+        client.close()
+
+
 def test_a_request_without_response_completes_once_written(listener: socket.socket) -> None:
     client = NetworkClient(f"127.0.0.1:{listener.getsockname()[1]}")
     try:

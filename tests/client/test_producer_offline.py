@@ -164,6 +164,30 @@ def test_retries_stop_after_the_configured_number(fake: FakeBroker) -> None:
     assert count(fake, ApiKey.PRODUCE) == 3
 
 
+@pytest.mark.timeout(30)
+def test_a_leader_spoken_with_before_is_not_waited_for_on_a_new_connection(
+    fake: FakeBroker,
+) -> None:
+    """A leader cut off: its connection ends, and a new one goes unanswered. The producer
+    asks it its versions again but does not wait for them (request_timeout_ms here outlasts
+    the test) -- meanwhile metadata may name a new leader, and other leaders' batches go on."""
+    producer = Producer(fake.bootstrap, request_timeout_ms=120_000, retry_backoff_ms=10)
+    try:
+        assert producer.send("t", b"before").result(timeout=5).offset == 0
+        fake.faults += [once(ApiKey.PRODUCE, lambda request: DROP),
+                        always(ApiKey.API_VERSIONS, lambda request: SILENT)]
+        versions_asked = count(fake, ApiKey.API_VERSIONS)
+        cut_off = producer.send("t", b"cut off")
+        wait_until(lambda: (producer.poll(0.01),
+                            count(fake, ApiKey.API_VERSIONS) > versions_asked)[1])
+        later = producer.send("t", b"later")
+        producer.poll(0.1)
+        assert not cut_off.done() and not later.done()
+    finally:
+        producer.close(0)
+    assert stored_values(fake) == [b"before"]
+
+
 def test_an_unanswered_request_times_out(fake: FakeBroker) -> None:
     fake.faults.append(always(ApiKey.PRODUCE, lambda request: SILENT))
     with Producer(fake.bootstrap, retries=0, request_timeout_ms=200) as producer:
