@@ -379,6 +379,12 @@ class Consumer:
         deadline = time.monotonic() + timeout_ms / 1000
         fetcher = self._fetcher
         timed_out = False
+        # What has arrived is read first, without waiting: a call that finds records buffered
+        # returns them below without touching the sockets, and a consumer working through a
+        # backlog would otherwise leave the group's answers (a JoinGroup's, a heartbeat's,
+        # FindCoordinator's) unread until the buffer ran dry -- past the round's rebalance
+        # timeout, so the coordinator dropped the member it had just answered.
+        self._network.poll(0)
         while True:
             fetching = self._coordinate()
             if fetching:

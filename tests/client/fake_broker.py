@@ -104,6 +104,9 @@ class FakeBroker:
         self.api_versions: dict[ApiKey, tuple[int, int]] = dict(V1_BROKER)
         self.producer_ids = 0  # InitProducerId hands out 0, 1, ...
         self.requests: list[Request] = []
+        #: the requests whose answers are written, in order (a test may wait for one to be on
+        #: the client's socket)
+        self.answered: list[Request] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
         self.port = self._listener.getsockname()[1]
@@ -167,6 +170,8 @@ class FakeBroker:
             if answer is not None and answer is not SILENT:
                 conn.sendall(encode_response(request.header.correlation_id,
                                              _with_throttle_time(request, answer)))
+                with self._lock:
+                    self.answered.append(request)
 
     def _drop(self, conn: socket.socket) -> None:
         self._selector.unregister(conn)

@@ -273,6 +273,32 @@ def test_an_incremental_member_that_lost_its_place_lets_go_of_everything(fake) -
     assert fake.group_requests(ApiKey.JOIN_GROUP)[1]["owned_partitions"] == []
 
 
+def test_a_rejoining_member_with_a_backlog_reads_its_join_answer_at_the_next_poll(fake) -> None:
+    """A member that rejoins while it works through buffered records: poll() hands them out
+    without waiting, but reads what has arrived first -- the JoinGroup's answer is taken at the
+    next poll(), not once the buffer runs dry (the coordinator's next round would have dropped
+    the member meanwhile, its rebalance timeout passed)."""
+    produce(fake, 200)
+    with incremental_consumer(fake, max_poll_records=1,
+                              auto_commit_interval_ms=60_000) as consumer:
+        consumer.subscribe(["t"])
+        poll_until(consumer, lambda rs: len(rs) >= 1)  # one fetch buffered the rest
+        assert consumer.generation == 1
+        fake.faults.append(answer_code(ApiKey.OFFSET_COMMIT, ErrorCode.REBALANCE_IN_PROGRESS))
+        with pytest.raises(CommitFailedError):
+            consumer.commit()
+        assert consumer.state is ConsumerState.REJOINING
+        assert consumer.poll(timeout_ms=0)  # sends the JoinGroup; a buffered record
+        deadline = time.monotonic() + 10
+        while sum(r.header.api_key == ApiKey.JOIN_GROUP for r in fake.answered) < 2:
+            assert time.monotonic() < deadline, "the JoinGroup answered"
+            time.sleep(0.01)
+        # the answer is on the consumer's socket: the next call takes it
+        assert consumer.poll(timeout_ms=0)  # still from the buffer
+        assert consumer.state is ConsumerState.PART_OF_GROUP
+        assert consumer.generation == 2
+
+
 def test_an_unknown_rebalance_protocol_is_refused_at_once() -> None:
     with pytest.raises(ConfigError, match="rebalance_protocol='lazy'"):
         Consumer("127.0.0.1:1", group_id="g", rebalance_protocol="lazy")
