@@ -253,10 +253,8 @@ class NetworkClient:
 
     def least_loaded_node(self, avoid: int | None = None) -> int:
         """A node to ask for metadata: connected with the fewest requests waiting, else one that
-        may be (re)connected now, else the one whose backoff ends first. A broker metadata
-        named, even one to connect to, goes before a bootstrap address, even a connected one:
-        that address may be a broker just cut off, whose own connection timed out while the
-        bootstrap one, idle, looks alive. ``avoid`` (one whose last answer was behind the
+        may be (re)connected now, else the one whose backoff ends first. Real brokers are
+        preferred to bootstrap addresses. ``avoid`` (one whose last answer was behind the
         cluster) is taken only when there is no other."""
         shared = [n for n in self._nodes.values() if n.node_id not in self._dedicated]
         if not shared:
@@ -265,13 +263,15 @@ class NetworkClient:
         shared = others or shared
         now = self._clock()
 
-        def rank(node: NodeConnection) -> tuple[int, float, int]:
+        def rank(node: NodeConnection) -> tuple[int, float, int, int]:
             connected = node.state is ConnectionState.CONNECTED
             usable = connected or node.state is ConnectionState.CONNECTING or node.retry_at <= now
-            if not usable:
-                return (4, node.retry_at, 0)
-            bootstrap = 2 if node.node_id < 0 else 0
-            return (bootstrap + (0 if connected else 1), 0.0, len(node.pending))
+            return (
+                0 if connected else 1 if usable else 2,
+                0.0 if usable else node.retry_at,
+                0 if node.node_id >= 0 else 1,
+                len(node.pending),
+            )
 
         return min(shared, key=rank).node_id
 
@@ -656,6 +656,13 @@ class NetworkClient:
                 )
             # Responses come in order: the connection cannot skip the lost ones.
             self._close_node(node, BrokerConnectionError(f"{node.address} timed out"))
+            # A bootstrap connection to the same broker, idle, would look alive: metadata
+            # would be asked of a broker just cut off, and wait out a timeout of its own.
+            for other in list(self._nodes.values()):
+                if (other.node_id < 0 and other is not node and other.sock is not None
+                        and (other.host, other.port) == (node.host, node.port)):
+                    self._close_node(other, BrokerConnectionError(
+                        f"{node.address} timed out on another connection"))
 
     def _close_node(self, node: NodeConnection, error: Exception) -> None:
         """Close the socket and fail everything queued on it. Safe to call in any state. A

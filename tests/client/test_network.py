@@ -99,29 +99,32 @@ def test_a_request_past_its_deadline_times_out_and_closes_the_connection(
         client.close()
 
 
-def test_metadata_is_asked_of_a_named_broker_before_a_connected_bootstrap_address(
+def test_a_timeout_closes_the_bootstrap_connection_to_the_same_broker(
     listener: socket.socket,
 ) -> None:
-    """A bootstrap connection, idle, looks alive even when it leads to a broker just cut off:
-    once metadata named brokers, one of them is asked -- unless it backs off after a failure."""
+    """A broker cut off: its own connection times out, while the bootstrap connection to its
+    address, idle, looks alive -- metadata would be asked of it next and wait out a timeout of
+    its own. It is closed with the one that timed out."""
     host, port = listener.getsockname()[:2]
-    client = NetworkClient(f"{host}:{port}", reconnect_backoff_ms=60_000)
+    client = NetworkClient(f"{host}:{port}")
     try:
         future = client.send(-1, ApiKey.API_VERSIONS, {})
         client.poll(0)
-        conn, _ = listener.accept()
-        with conn:
-            cid = read_request(conn)
-            conn.sendall(encode_response(cid, {"error_code": 0, "apis": []}))
+        bootstrap, _ = listener.accept()
+        with bootstrap:
+            bootstrap.settimeout(5)
+            cid = read_request(bootstrap)
+            bootstrap.sendall(encode_response(cid, {"error_code": 0, "apis": []}))
             drive(client, future)
-            assert client.least_loaded_node() == -1  # no broker named yet
-            closed = free_port()
-            client.set_brokers({7: ("127.0.0.1", closed)})
-            assert client.least_loaded_node() == 7  # not connected, but a broker
-            refused = client.send(7, ApiKey.API_VERSIONS, {})
-            drive(client, refused)
-            assert isinstance(refused.exception(), BrokerConnectionError)
-            assert client.least_loaded_node() == -1  # 7 backs off for a minute
+            client.set_brokers({7: (host, port)})  # the broker behind the bootstrap address
+            lost = client.send(7, ApiKey.API_VERSIONS, {}, timeout=0.1)
+            client.poll(0)
+            conn, _ = listener.accept()
+            with conn:
+                read_request(conn)
+                drive(client, lost)
+                assert isinstance(lost.exception(), ClientTimeoutError)
+            assert bootstrap.recv(10) == b""  # the client closed its end
     finally:
         client.close()
 
