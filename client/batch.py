@@ -28,7 +28,7 @@ from client.errors import ClientTimeoutError, IllegalStateError
 from client.records import RecordMetadata, TopicPartition
 from protocol.compression import BatchCodec, Codec
 from protocol.down_conversion import ZstdPolicy, down_convert
-from protocol.errors import UnsupportedVersionError
+from protocol.errors import MessageFormatError, ProtocolError, UnsupportedVersionError
 from protocol.messageset import HEADER_V1, encode_message_set
 from protocol.record_batch import (
     MAGIC,
@@ -183,12 +183,19 @@ class SetBatch(ProducerBatch):
     def encode(self, codec: BatchCodec, magic: int) -> bytes:
         """The set as it is; record batches for a leader that takes v1 message sets only
         are down-converted, as the source's broker would have served them to a reader of v1:
-        headers dropped (v1 cannot carry them), zstd batches written uncompressed."""
+        headers dropped (v1 cannot carry them), zstd batches written uncompressed. A set that
+        cannot be read so raises MessageFormatError naming the partition (its future fails;
+        a leader of today's format would have refused it itself)."""
         assert self._encoded is not None
         data = self._encoded
         if magic < MAGIC and data[MAGIC_AT] == MAGIC:  # one format a set (client.message_sets)
-            return down_convert(data, to_magic=magic, fetch_offset=0,
-                                zstd=ZstdPolicy.DECOMPRESS, verify_crc=False).records
+            try:
+                return down_convert(data, to_magic=magic, fetch_offset=0,
+                                    zstd=ZstdPolicy.DECOMPRESS, verify_crc=False).records
+            except ProtocolError as exc:
+                raise MessageFormatError(
+                    f"{self.tp}: the set cannot be converted for a leader of message format "
+                    f"v{magic}: {exc}") from exc
         return data
 
 

@@ -63,6 +63,7 @@ from protocol.apis import ApiKey
 from protocol.compression import BatchCodec, Codec
 from protocol.errors import (
     ErrorCode,
+    MessageFormatError,
     MessageTooLargeError,
     OdradekError,
     UnknownServerError,
@@ -629,7 +630,7 @@ class Producer:
                     batches = numbered
             try:
                 records = encode_for(batches, self.codec, magic)
-            except UnsupportedVersionError as exc:  # headers or zstd, and a v1 leader
+            except (UnsupportedVersionError, MessageFormatError) as exc:  # and a v1 leader
                 self._settle_failed(batches, exc)
                 continue
             drained[tp] = batches
