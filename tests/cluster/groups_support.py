@@ -243,8 +243,11 @@ class GroupRun:
         self.bootstrap = bootstrap_of(cluster)
         # batches sized so that MEMBERS members take about CONSUME_SECONDS
         self.batch = max(5, messages * PROCESS_MS // (MEMBERS * CONSUME_SECONDS * 1000))
+        # a commit in every generation: "every member committing again" after a fault holds
+        # also for a member whose partitions were consumed to their end before they came to it
         self.members = Members(
             self.bootstrap, group, "--topics", TOPIC, "--commit", "sync",
+            "--commit-each-generation",
             "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", str(HEARTBEAT_MS),
             "--max-poll-records", str(self.batch), "--process-ms", str(PROCESS_MS),
             "--request-timeout-ms", "10000",

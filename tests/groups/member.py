@@ -7,7 +7,9 @@ SIGTERM closes it cleanly (commit, leave); SIGUSR1 makes it stop calling ``poll(
 ``--pause-ms``, then commit -- a consumer that stalled past its session timeout. ``--out FILE``
 appends every event to FILE too (flushed per line: what a killed member processed is there), and
 ``--process-ms`` spends that long on each batch before committing it, as a consumer with work to
-do.
+do. ``--commit-each-generation`` (with ``--commit sync``) also commits once in each generation the
+member is part of, with nothing new processed: a member whose partitions were consumed to their
+end before they came to it shows all the same that its commits are accepted.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def main() -> int:
     parser.add_argument("--rebalance-timeout-ms", type=int)
     parser.add_argument("--request-timeout-ms", type=int, default=30_000)
     parser.add_argument("--process-ms", type=int, default=0)
+    parser.add_argument("--commit-each-generation", action="store_true")
     parser.add_argument("--out")
     parser.add_argument("--rebalance-protocol", default="incremental")
     parser.add_argument("--strategy", default="range")
@@ -135,6 +138,7 @@ def main() -> int:
     # what commit() stores for the partitions of the batches not yet committed: past their
     # last record; a failed commit (the group rebalancing) is tried again once it is over
     pending: dict[str, int] = {}
+    committed_in = None  # the generation of the last accepted commit
     try:
         while not stop:
             if pause:
@@ -159,7 +163,9 @@ def main() -> int:
                 pending.update((f"{r.topic}-{r.partition}", r.offset + 1) for r in records)
             elif consumer.state is not ConsumerState.PART_OF_GROUP:
                 continue  # a retry waits for the rebalance to end
-            if args.commit != "sync" or not pending:
+            unconfirmed = (args.commit_each_generation and committed_in != consumer.generation
+                           and consumer.state is ConsumerState.PART_OF_GROUP)
+            if args.commit != "sync" or not (pending or unconfirmed):
                 continue
             owned = {tp_key(tp) for tp in consumer.assignment()}
             offsets = {p: o for p, o in pending.items() if p in owned}
@@ -169,6 +175,7 @@ def main() -> int:
                 emit(event="committed", t=time.monotonic(), sent=sent, generation=generation,
                      offsets=offsets)
                 pending = {}
+                committed_in = generation
             except CommitFailedError as exc:
                 emit(event="commit_failed", error=type(exc).__name__, message=str(exc))
                 pending = offsets
