@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -272,9 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         host, port = broker.address.rsplit(":", 1)
         address = (host, int(port))
         create_topic(address)
-        results = [lambda: heartbeats(address, members=100, connections=8, pipeline=128,
-                                      seconds=seconds)]
-        results += [lambda size=size: rebalance(address, size, rounds) for size in sizes]
+        results: list[Callable[[], dict[str, Any]]] = [
+            lambda: heartbeats(address, members=100, connections=8, pipeline=128,
+                               seconds=seconds)]
+        results += [partial(rebalance, address, size, rounds) for size in sizes]
         for result in results:
             print(json.dumps(result()), flush=True)
     return 0

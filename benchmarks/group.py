@@ -122,7 +122,7 @@ class Members:
         reports = [self.latest.get(i) for i in alive]
         if any(r is None for r in reports):
             return None
-        generations = {r["generation"] for r in reports if r is not None}
+        generations: set[int] = {r["generation"] for r in reports if r is not None}
         owned = [p for r in reports if r is not None for p in r["partitions"]]
         if len(generations) != 1 or sorted(owned, key=int) != [str(p) for p in range(PARTITIONS)]:
             return None
@@ -147,7 +147,7 @@ def rebalance_after(members: Members, alive: list[int], leaver: int, signum: int
     started = time.monotonic()
     members.procs[leaver].send_signal(signum)
     members.wait(lambda: (members.settled(rest) or 0) > before, "the rebalance")
-    finished = max(members.latest[i]["t"] for i in rest)
+    finished: float = max(members.latest[i]["t"] for i in rest)
     alive.remove(leaver)
     return (finished - started) * 1000
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import io
 import pstats
 import re
 import selectors
@@ -41,7 +42,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from benchmarks.codec import emit, sample_records
 from benchmarks.servers import stop_process
@@ -86,7 +87,7 @@ def _wait_listening(proc: subprocess.Popen[bytes], timeout: float, log_path: Pat
             remaining = deadline - time.monotonic()
             if remaining <= 0 or proc.poll() is not None or not selector.select(remaining):
                 break
-            chunk = proc.stdout.read1(4096)
+            chunk = cast(io.BufferedReader, proc.stdout).read1(4096)  # Popen: a BufferedReader
             if not chunk:
                 break
             line += chunk
