@@ -44,29 +44,40 @@ connection's requests until it is through.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import logging
 import time
 from collections.abc import Sequence
+from typing import ClassVar
 
 import structlog
 import trio
 
 from broker.client_connection import CLIENT_CONNECTION, ClientConnection
 from broker.context import BrokerContext
-from broker.frames import Piece, WithFileSlices, encode_with_file_slices
+from broker.frames import Piece, WithFileSlices, encode_with_file_slices, write_now
 from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
+from broker.idle_lane import IdleLane
 from broker.memory_pool import SMALL_REQUEST_BYTES
 from broker.response_writer import ResponseTimeoutError, ResponseWriter
 from broker.security.listeners import Endpoint
 from broker.security.sasl import SASL_SESSION, SaslSession
 from broker.security.setup import HandshakeError
 from broker.streams import ConnectionStream, PlainStream
+from protocol.acls import ResourceType
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
-from protocol.wire import RequestDecodeError, decode_request, encode_request_error, encode_response
+from protocol.schema import for_version
+from protocol.wire import (
+    RequestDecodeError,
+    decode_request,
+    encode_request_error,
+    encode_response,
+    request_prefix,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +87,8 @@ RECEIVE_BYTES = 256 * 1024  # the most one read takes
 #: instead of all that were read); docs/performance.md has both sides measured
 REQUEST_TURN_S = 0.0001
 _ids = itertools.count(1)
+#: ``_serve``'s "bytes received": the idle lane put them in the decoder already
+_IN_DECODER = bytearray()
 
 
 class CloseConnection(Exception):
@@ -87,10 +100,26 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream, endpoint: Endpoint) -> None:
+    #: how the requests the idle lane answers begin (``_answer_now``); None: it answers none
+    LANE_PREFIX: ClassVar[bytes | None] = request_prefix(ApiKey.HEARTBEAT)
+
+    def __init__(self, ctx: BrokerContext, stream: trio.SocketStream, endpoint: Endpoint, *,
+                 lane: IdleLane | None = None) -> None:
         self._ctx = ctx
         self._stream = stream
         self._endpoint = endpoint
+        self._fd = stream.socket.fileno()
+        # the idle lane (broker/idle_lane.py): where the connection waits between requests, if
+        # its bytes are the socket's own (not TLS) and it has requests the lane answers
+        self._lane = lane if self.LANE_PREFIX is not None else None
+        self._handed_back: trio.Event | None = None  # set when the lane gives the task back
+        self._lane_failure: Exception | None = None  # why the lane gave it back, if it failed
+        self._lane_eof = False  # the lane read the peer's end of stream
+        self._lane_context: contextvars.Context | None = None  # the task's, for handlers
+        self._last_read = 0.0  # trio time of the lane's last read: the idle clock
+        self._unanswered: bytes | None = None  # a request the lane took out but left
+        self._writer: ResponseWriter | None = None
+        self._client: ClientConnection | None = None
         # PLAINTEXT until the listener's security has opened it (TLS, SASL)
         self._io: ConnectionStream = PlainStream(stream)
         self._sasl: SaslSession | None = None
@@ -119,10 +148,12 @@ class Connection:
 
     async def run(self) -> None:
         self._log.debug("connection.opened")
-        client = ClientConnection(self.id, self.peer.rpartition(":")[0], self._stream.socket,
-                                  listener=self._endpoint.name)
+        self._client = client = ClientConnection(
+            self.id, self.peer.rpartition(":")[0], self._stream.socket,
+            listener=self._endpoint.name)
         CLIENT_CONNECTION.set(client)
-        writer = ResponseWriter(self._send, timeout=self._idle, on_failure=self.stop_waiting)
+        self._writer = writer = ResponseWriter(self._send, timeout=self._idle,
+                                               on_failure=self.stop_waiting)
         reason = "closed by peer"
         failure: Exception | None = None
         try:
@@ -172,16 +203,26 @@ class Connection:
         the peer closes or the broker stops; why it ended."""
         turn_started = time.perf_counter()
         while True:
+            payload, self._unanswered = self._unanswered, None
             try:
-                payload = self._decoder.next_frame()
+                if payload is None:
+                    payload = self._decoder.next_frame()
             except FrameTooLargeError as exc:
                 raise CloseConnection(str(exc)) from None
             if payload is None:
-                data = None if self._stopped else await self._receive()
+                if self._stopped:
+                    data = None
+                elif self._may_park(writer):
+                    data = await self._park()
+                else:
+                    data = await self._receive()
                 if data is None:
                     if writer.failure is not None:
                         raise writer.failure
                     return "stopping"
+                if data is _IN_DECODER:
+                    turn_started = time.perf_counter()
+                    continue
                 if not data:
                     if self._decoder.buffered:
                         return f"closed by peer {self._decoder.buffered} bytes into a request"
@@ -210,6 +251,151 @@ class Connection:
             self._release(self._held - self._decoder.buffered)  # the handled request's bytes
             if self._ctx.stopping:
                 return "stopping"
+
+    def _may_park(self, writer: ResponseWriter) -> bool:
+        """Whether to wait in the idle lane: between requests, the bytes the socket's own, and
+        the answers queued so far written (here, at once, if the socket takes them all)."""
+        return (
+            self._lane is not None
+            and not self._decoder.buffered
+            and self._frame_deadline is None
+            and isinstance(self._io, PlainStream)
+            and not self._ctx.stopping
+            and writer.flush_now(self._fd)
+        )
+
+    async def _park(self) -> bytes | bytearray | None:
+        """Wait in the idle lane until it hands the connection back: ``_IN_DECODER`` when it
+        left requests there for ``_respond``, b"" at the peer's end of stream, None when
+        stopping. The idle limit runs from the lane's last read for this connection."""
+        assert self._lane is not None
+        handed_back = self._handed_back = trio.Event()
+        self._lane_failure = None
+        self._lane_eof = False
+        self._lane_context = contextvars.copy_context()
+        self._last_read = trio.current_time()
+        self._lane.add(self._fd, self)
+        try:
+            while not handed_back.is_set():
+                with trio.CancelScope(deadline=self._last_read + self._idle) as scope:
+                    self._waiting_scope = scope
+                    await handed_back.wait()
+                self._waiting_scope = None
+                if handed_back.is_set():
+                    break
+                if self._stopped:
+                    return None
+                if trio.current_time() >= self._last_read + self._idle:
+                    idle_ms = round(self._idle * 1000)
+                    raise CloseConnection(f"idle for connections_max_idle_ms={idle_ms}",
+                                          level=logging.INFO)
+        finally:
+            self._waiting_scope = None
+            self._lane.discard(self._fd)
+            self._lane_context = None
+        if self._lane_failure is not None:
+            raise self._lane_failure
+        return b"" if self._lane_eof else _IN_DECODER
+
+    def hand_back(self, error: Exception | None = None) -> None:
+        """The idle lane gives the connection back to its task."""
+        if error is not None:
+            self._lane_failure = error
+        if self._handed_back is not None:
+            self._handed_back.set()
+
+    def on_lane_readable(self) -> bool:
+        """Called by the idle lane when the socket is readable: read what is there and answer
+        every request at its front that ``_answer_now`` answers, writing the answers straight
+        to the socket. Whether the connection stays in the lane: not if anything is left for
+        the task -- another request, a partial one, the end of stream, an answer the socket
+        did not take whole, no request memory to spare."""
+        if self._ctx.stopping:
+            return False
+        if not self._pool.try_reserve_spare(self._read_ahead):
+            # bytes are waiting and no read-ahead is to spare: the task reserves what it must
+            # (waiting for room if need be), and the request's read deadline starts now
+            self._frame_deadline = trio.current_time() + self._read_timeout
+            return False
+        self._held += self._read_ahead
+        try:
+            data = self._io.read_now(self._read_ahead)
+        except trio.BrokenResourceError as exc:
+            self._lane_failure = exc
+            data = b""
+        if not data:
+            self._release(self._read_ahead)
+            self._lane_eof = data is not None and self._lane_failure is None
+            return data is None  # nothing there after all: wait on
+        self._last_read = trio.current_time()
+        try:
+            self._decoder.receive_data(data)
+            answers = self._answer_front()
+        except FrameTooLargeError as exc:
+            self._lane_failure = CloseConnection(str(exc))
+            return False
+        finally:
+            self._release(self._held - self._decoder.buffered)
+        if answers:
+            assert self._writer is not None
+            try:
+                left = write_now(self._fd, answers)
+            except trio.BrokenResourceError as exc:
+                self._lane_failure = exc
+                return False
+            if left:
+                self._writer.put_nowait(left)  # the writer waits for the socket, in order
+                return False
+        if self._decoder.buffered or self._unanswered is not None:
+            self._frame_deadline = trio.current_time() + self._read_timeout
+            return False
+        return True
+
+    def _answer_front(self) -> list[bytes]:
+        """The answers to the whole requests at the decoder's front that ``_answer_now``
+        answers, in order; the first it does not is kept in ``_unanswered``."""
+        assert self.LANE_PREFIX is not None and self._lane_context is not None
+        answers = []
+        while self._decoder.whole_frame_starts_with(self.LANE_PREFIX):
+            payload = self._decoder.next_frame()
+            assert payload is not None
+            answer = self._lane_context.run(self._answer_now, payload)
+            if answer is None:
+                self._unanswered = payload
+                break
+            answers.append(answer)
+        return answers
+
+    def _answer_now(self, payload: bytes) -> bytes | None:
+        """A Heartbeat, answered at once without an await, as ``_respond`` would answer it;
+        None to leave the request to ``_respond`` (anything else, a request that does not
+        decode or is refused, a SASL listener before its login)."""
+        started = time.perf_counter()
+        try:
+            request = decode_request(payload)
+        except (RequestDecodeError, ProtocolError):
+            return None
+        if request.api.key is not ApiKey.HEARTBEAT or (
+            self._sasl is not None and not self._sasl.admits(ApiKey.HEARTBEAT)
+        ):
+            return None
+        header, body = request.header, request.body
+        ctx = self._ctx
+        if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, body["group_id"]):
+            return None
+        client = self._client
+        if client is not None:
+            client.client_id = header.client_id
+        answer = ctx.groups.answer_now(
+            ApiKey.HEARTBEAT, body, client_id=header.client_id or "",
+            client_host="" if client is None else client.host,
+            connection=None if client is None else client.id)
+        if header.api_version < request.api.max_version:
+            answer = for_version(request.api.response, answer, header.api_version)
+        if ctx.metrics is not None:
+            ctx.metrics.answered(request.api.name, time.perf_counter() - started,
+                                 answer["error_code"])
+        return encode_response(header.correlation_id, answer)
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

@@ -32,6 +32,9 @@ class RequestMetrics(Protocol):
     def handlers(self) -> Mapping[ApiKey, Callable[[BrokerContext, Request], Awaitable[Any]]]:
         """Every handler, timed and counted."""
 
+    def answered(self, api: str, seconds: float, code: int) -> None:
+        """A request answered without its handler (the idle lane's Heartbeats)."""
+
     def produced(self, topic: str, size: int, messages: int) -> None: ...
 
     def down_converted(self, topic: str, messages: int, seconds: float) -> None: ...

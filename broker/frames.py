@@ -127,6 +127,22 @@ async def _write_all(sock: trio.socket.SocketType, fd: int, buffers: list[bytes]
             first += 1
 
 
+def write_now(fd: int, buffers: list[bytes]) -> list[bytes]:
+    """Write what the socket takes now, without waiting; what is left (none if all went).
+    Raises ``trio.BrokenResourceError`` if the write fails."""
+    try:
+        sent = os.write(fd, buffers[0]) if len(buffers) == 1 else os.writev(fd, buffers[:_IOV_MAX])
+    except BlockingIOError:
+        return buffers
+    except OSError as exc:
+        raise trio.BrokenResourceError(f"write failed: {exc}") from exc
+    for index, buffer in enumerate(buffers):
+        if sent < len(buffer):
+            return [buffer[sent:], *buffers[index + 1 :]]
+        sent -= len(buffer)
+    return []
+
+
 async def _retry(sock: trio.socket.SocketType, call: Callable[..., int], *args: Any) -> int:
     """``call(*args)`` on the socket, waiting while it would block."""
     while True:

@@ -200,6 +200,20 @@ class GroupDriver:
         assert reply.body is not None
         return reply.body
 
+    def answer_now(self, api_key: ApiKey, body: dict[str, Any], *, client_id: str = "",
+                   client_host: str = "", connection: Hashable | None = None) -> dict[str, Any]:
+        """``request`` for what the coordinator always answers at once (Heartbeat), without
+        an await: the idle lane answers it in the same pass as it reads it."""
+        token = next(self._tokens)
+        reply = self._replies[token] = _Reply()
+        try:
+            context = RequestContext(token, self.now_ms(), client_id, client_host, connection)
+            self._apply(self.coordinator.handle(api_key, body, context))
+        finally:
+            del self._replies[token]
+        assert reply.body is not None, f"{api_key.name} was not answered at once"
+        return reply.body
+
     def coordinates(self, group_id: str) -> bool:
         """Whether this broker leads the group's offsets partition (FindCoordinator)."""
         partition = self.coordinator.partition_for(group_id)

@@ -187,14 +187,17 @@ class BrokerMetrics:
                     self._fetched(body)
             return reply
         finally:
-            # the request count is the latency table's count, read at scrape time
-            name = request.api.name
-            latency = self._latency.get(name)
-            if latency is None:
-                latency = self._latency[name] = _Latencies()
-            latency.observe(time.perf_counter() - started)
-            key = (name, code)
-            self._errors[key] = self._errors.get(key, 0) + 1
+            self.answered(request.api.name, time.perf_counter() - started, code)
+
+    def answered(self, api: str, seconds: float, code: int) -> None:
+        """One request handled: its latency, and its answer's error code."""
+        # the request count is the latency table's count, read at scrape time
+        latency = self._latency.get(api)
+        if latency is None:
+            latency = self._latency[api] = _Latencies()
+        latency.observe(seconds)
+        key = (api, code)
+        self._errors[key] = self._errors.get(key, 0) + 1
 
     def _fetched(self, body: dict[str, Any]) -> None:
         out = self._bytes_out

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from broker.frames import Piece
+from broker.frames import Piece, write_now
 
 PENDING_RESPONSE_BYTES = 1 << 20
 
@@ -43,6 +43,7 @@ class ResponseWriter:
         self._queue: list[Piece] = []
         self._pending = 0  # packed bytes queued or being sent
         self._closed = False
+        self._sending = False
         self._wake = trio.Event()
         self._drained = trio.Event()
         self.failure: Exception | None = None  # why the writer stopped early
@@ -59,6 +60,33 @@ class ResponseWriter:
         if self.failure is not None:
             raise self.failure
 
+    def flush_now(self, fd: int) -> bool:
+        """Write what is queued straight to the socket ``fd``, without waiting (a reader about
+        to wait in the idle lane, broker/idle_lane.py); whether nothing is left to send. What
+        the socket does not take, or a file slice, stays for ``run``."""
+        if self._sending or self.failure is not None:
+            return False
+        queue = self._queue
+        if not queue:
+            return True
+        if not all(isinstance(piece, bytes) for piece in queue):
+            return False
+        try:
+            left = write_now(fd, queue)  # type: ignore[arg-type]  # all bytes, checked above
+        except trio.BrokenResourceError as exc:
+            self.failure = exc
+            self._on_failure()
+            return False
+        self._pending -= _packed_bytes(queue) - _packed_bytes(left)
+        self._queue = list(left)
+        return not left
+
+    def put_nowait(self, pieces: Sequence[Piece]) -> None:
+        """Queue a response without waiting, whatever is pending (what a direct write left)."""
+        self._queue.extend(pieces)
+        self._pending += _packed_bytes(pieces)
+        self._wake.set()
+
     def close(self) -> None:
         self._closed = True
         self._wake.set()
@@ -72,8 +100,10 @@ class ResponseWriter:
                     self._wake = trio.Event()
                     continue
                 pieces, self._queue = self._queue, []
+                self._sending = True
                 with trio.move_on_after(self._timeout) as timeout:
                     await self._send(pieces)
+                self._sending = False
                 if timeout.cancelled_caught:
                     idle_ms = round(self._timeout * 1000)
                     raise ResponseTimeoutError(

@@ -43,6 +43,7 @@ from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.group_driver import GroupDriver
 from broker.identity import BrokerIdentity, IdentityError, load_or_create
+from broker.idle_lane import IdleLane
 from broker.kafka.connection import KafkaConnection
 from broker.log.manager import DataDirectoryInUseError
 from broker.metrics import BrokerMetrics, serve_metrics
@@ -71,6 +72,7 @@ class BrokerServer:
         self._connections: set[Connection] = set()
         self._stop = trio.Event()
         self._handlers: trio.CancelScope | None = None
+        self._lane = IdleLane()
 
     async def serve(
         self,
@@ -83,6 +85,7 @@ class BrokerServer:
         settings = self._ctx.settings
         async with trio.open_nursery() as handlers:
             self._handlers = handlers.cancel_scope
+            handlers.start_soon(self._lane.run)
             async with trio.open_nursery() as listening:
                 for endpoint, sockets in bound:
                     try:
@@ -106,6 +109,7 @@ class BrokerServer:
             log.info("broker.draining", connections=len(self._connections))
             self._ctx.purgatory.close()
             self._ctx.groups.close()
+            self._lane.close()
             for connection in list(self._connections):
                 connection.stop_waiting()
             handlers.cancel_scope.deadline = (
@@ -135,7 +139,7 @@ class BrokerServer:
 
     async def _serve_connection(self, endpoint: Endpoint, stream: trio.SocketStream) -> None:
         kind = KafkaConnection if endpoint.kafka else Connection
-        connection = kind(self._ctx, stream, endpoint)
+        connection = kind(self._ctx, stream, endpoint, lane=self._lane)
         self._connections.add(connection)
         try:
             await connection.run()

@@ -56,6 +56,20 @@ class FrameDecoder:
         (length,) = FRAME_HEADER.unpack_from(self._buf, start)
         return 4 + int(length)
 
+    def whole_frame_starts_with(self, prefix: bytes) -> bool:
+        """Whether the next frame is buffered whole and its payload starts with ``prefix`` (a
+        reader can tell a request's API from its first bytes before taking the frame)."""
+        start = self._start
+        buf = self._buf
+        if len(buf) - start < 4 or self._error_at == start:
+            return False
+        (length,) = FRAME_HEADER.unpack_from(buf, start)
+        return (
+            length >= len(prefix)
+            and len(buf) >= start + 4 + length
+            and buf.startswith(prefix, start + 4)
+        )
+
     def receive_data(self, data: Chunk) -> None:
         if self._error is not None:
             self._raise_if_reached()

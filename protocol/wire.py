@@ -89,6 +89,12 @@ def _header(value: Any) -> RequestHeader | None:
     return RequestHeader(key, version, corr, client_id)
 
 
+def request_prefix(api_key: ApiKey) -> bytes:
+    """The bytes every request of the API starts with as our encoder writes it (a reader can
+    pick out a request's API without decoding it; another encoder's may differ)."""
+    return pack([int(api_key), 0, 0, None, {}])[:2]  # the array's type byte, the API key
+
+
 def decode_request(payload: bytes) -> Request:
     value = unpack(payload, "request frame")
     header = _header(value)

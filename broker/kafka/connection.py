@@ -33,6 +33,8 @@ from protocol.kafka.header import decode_request, peek_request_header
 
 
 class KafkaConnection(Connection):
+    LANE_PREFIX = None  # its Heartbeats take the handler's path
+
     async def _respond(self, payload: bytes) -> Sequence[Piece]:
         sasl = self._sasl
         if sasl is not None and sasl.state is SaslState.AUTHENTICATE:

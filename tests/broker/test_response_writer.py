@@ -185,3 +185,33 @@ def test_coalesced_frames_reach_the_peer_as_the_same_bytes(
         p if isinstance(p, bytes) else FILE_BYTES[p[0] : p[0] + p[1]] for f in batch for p in f
     )
     assert together == one_by_one == expected
+
+
+# -------------------------------------------------------------- flush_now, the idle lane's
+
+def test_flush_now_writes_the_queue_at_once_and_leaves_what_the_socket_did_not_take() -> None:
+    left, right = socket.socketpair()
+    left.setblocking(False)
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    try:
+        writer = ResponseWriter(Recorder(), timeout=10)
+        assert writer.flush_now(left.fileno())  # nothing queued: nothing left
+        writer.put_nowait([b"first ", b"second"])
+        assert writer.flush_now(left.fileno())
+        assert right.recv(100) == b"first second"
+        big = bytes(range(256)) * 4096  # more than the socket's buffer takes
+        writer.put_nowait([big, b"after"])
+        assert not writer.flush_now(left.fileno())  # the rest waits for the writer's run
+        right.setblocking(False)
+        got = bytearray()
+        while True:
+            try:
+                got += right.recv(1 << 20)
+            except BlockingIOError:
+                break
+        assert 0 < len(got) < len(big) and big.startswith(got)
+        left_over = writer._queue  # what run would send next, in order
+        assert b"".join(left_over) == big[len(got):] + b"after"
+    finally:
+        left.close()
+        right.close()

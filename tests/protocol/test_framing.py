@@ -158,3 +158,19 @@ def test_long_streams_stay_correct_across_buffer_compaction() -> None:
 
 def test_frame_too_large_is_a_protocol_error() -> None:
     assert issubclass(FrameTooLargeError, ProtocolError)
+
+
+def test_whole_frame_starts_with_looks_only_at_a_whole_next_frame() -> None:
+    """The idle lane picks the requests it answers by their first bytes, without taking them
+    out: a partial frame, a frame shorter than the prefix or the frame after the next one
+    never match."""
+    decoder = FrameDecoder(max_frame_bytes=16)
+    decoder.receive_data(encode_frame(b"ab") + encode_frame(b"abcd")[:5])
+    assert not decoder.whole_frame_starts_with(b"abc")  # "ab" is shorter than the prefix
+    assert decoder.whole_frame_starts_with(b"ab")
+    assert decoder.next_frame() == b"ab"
+    assert not decoder.whole_frame_starts_with(b"a")  # only its first byte has arrived
+    decoder.receive_data(b"bcd" + encode_frame(b"x" * 17)[:4])
+    assert decoder.whole_frame_starts_with(b"abc")
+    assert decoder.next_frame() == b"abcd"
+    assert not decoder.whole_frame_starts_with(b"")  # an oversized frame is never whole
