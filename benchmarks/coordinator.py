@@ -59,6 +59,10 @@ class Wire:
     def queue(self, frame: bytes) -> None:
         self._out += frame
 
+    @property
+    def unsent(self) -> int:
+        return len(self._out)
+
     def flush(self) -> None:
         while self._out:
             try:
@@ -69,6 +73,10 @@ class Wire:
 
     def receive(self) -> list[Any]:
         """The bodies of every response that has arrived (none if nothing has)."""
+        return [decode_response_envelope(payload)[1] for payload in self.receive_payloads()]
+
+    def receive_payloads(self) -> list[bytes]:
+        """The payloads of every response frame that has arrived, not decoded."""
         while True:
             try:
                 data = self.sock.recv(1 << 20)
@@ -79,10 +87,10 @@ class Wire:
             self._decoder.receive_data(data)
             if len(data) < 1 << 20:
                 break
-        bodies = []
+        payloads = []
         while (payload := self._decoder.next_frame()) is not None:
-            bodies.append(decode_response_envelope(payload)[1])
-        return bodies
+            payloads.append(payload)
+        return payloads
 
     def close(self) -> None:
         self.sock.close()

@@ -53,6 +53,14 @@ def _stat_fields(pid: int) -> list[str] | None:
         return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time the process has used so far, user and system; None if gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def start_time(pid: int) -> str | None:
     """When the process started (clock ticks since boot): with the PID it names one process,
     so a PID reused by another process is not mistaken for it."""
