@@ -117,7 +117,13 @@ class Line:
         self.heartbeating = False
 
     def send(self, kind: str, member: Member) -> None:
-        frame = member.join_frame() if kind == "join" else member.heartbeat_frame()
+        if kind == "heartbeat":
+            frame = member.heartbeat_frame()
+        elif kind == "join":
+            frame = member.join_frame()
+        else:
+            frame = request(ApiKey.LEAVE_GROUP, {"group_id": member.group,
+                                                 "member_id": member.member_id})
         self.wire.queue(frame)
         self.pending.append((kind, member, time.perf_counter()))
         Line.unsent.add(self)
@@ -285,9 +291,7 @@ def groups_case(broker: ServerProcess, address: tuple[str, int], groups: int,
     rebalance_started = time.perf_counter()
     for leaver in leavers:
         for member in leaver.members:
-            leaver.wire.queue(request(ApiKey.LEAVE_GROUP, {
-                "group_id": member.group, "member_id": member.member_id}))
-            leaver.pending.append(("leave", member, time.perf_counter()))
+            leaver.send("leave", member)
     run_lines(flat, on_rebalance, lambda: all(not line.pending for line in leavers), paced)
     for row in moving:
         for line in row[:-1]:
