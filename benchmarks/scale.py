@@ -16,7 +16,8 @@ Prints JSON lines (``--quick``: a tenth of the groups and partitions, under a mi
   heartbeats/s the broker answers with 64 in flight on every connection; the heartbeat round
   trip p50/p99 with every member heartbeating once per 3 s (Kafka's ``heartbeat.interval.ms``:
   33,000 heartbeats/s for 100,000 members; ``client_busy`` says how much of a core the
-  simulating client needed for it, as it shares the machine with the broker); and the
+  simulating client needed for it, as it shares the machine with the broker, and
+  ``broker_busy`` how much the broker did over the same seconds); and the
   round trip again on the other groups' connections while ``rebalancing`` groups rebalance at
   once (one member of each leaves; the others are told by their next heartbeat and rejoin, all
   in the same moment): p50, p99 and max over every heartbeat answered on those connections

@@ -35,6 +35,14 @@ else only the 4-byte length prefix, and as soon as a frame's length is known its
 reserved at once. While the pool is full the connection waits without reading, which leaves the
 bytes in the kernel and pushes back on the sender.
 
+Between requests a PLAINTEXT or SASL_PLAINTEXT connection on the native listener waits in the
+broker's idle lane (broker/idle_lane.py), once everything it read is answered and its queued
+answers are written: the lane reads it together with every other waiting connection and
+answers its Heartbeats in the same pass (``_answer_now``: decoded, authorized, answered by the
+coordinator at once, counted in the metrics -- what ``_respond`` would do, without an await),
+writing the answers straight to the socket. Anything else wakes the connection's task, which
+handles it here as described above. Its idle limit then counts from the lane's last read.
+
 Nothing one connection does affects another; failures are logged with the peer's address. A
 client that pipelines many requests gets them handled back to back, but only for
 ``REQUEST_TURN_S`` at a time: then the reader yields, so a burst on some connections (a hundred

@@ -9,6 +9,10 @@ allow (``send_pieces``: one ``writev`` per run of packed bytes). So a client tha
 heartbeats gets N answers in one write instead of N writes, while nothing waits to be coalesced:
 a response queued before a held request leaves as soon as the reader blocks on that request.
 
+A reader about to wait in the idle lane (broker/idle_lane.py) first writes what is queued
+itself (``flush_now``), so a connection answered one request at a time needs no writer wake-up;
+what the socket does not take stays queued for ``run``, and the reader then does not park.
+
 Responses stay in request order: one queue, one writer. Other connections never wait on this
 one, as before. Memory: while more than ``PENDING_RESPONSE_BYTES`` of packed responses wait
 unsent (a peer not reading), ``put`` waits, which stops the reader taking further requests.
@@ -52,9 +56,7 @@ class ResponseWriter:
         """Queue one response; wait while too much is unsent. Raises the writer's failure."""
         if self.failure is not None:
             raise self.failure
-        self._queue.extend(pieces)
-        self._pending += _packed_bytes(pieces)
-        self._wake.set()
+        self.put_nowait(pieces)
         while self._pending > PENDING_RESPONSE_BYTES and self.failure is None:
             await self._drained.wait()
         if self.failure is not None:
