@@ -251,6 +251,8 @@ class Connection:
             pieces = await self._respond(payload)
             if pieces:
                 await writer.put(pieces)
+            if self._lane is not None:
+                self._lane.serve_ready()  # the heartbeats waiting meanwhile, before the next
             if self._sasl is not None and self._sasl.failed:
                 # sasl.failed has said why, once: a flood of failures logs one line each
                 raise CloseConnection("SASL authentication failed or out of order",
@@ -363,11 +365,15 @@ class Connection:
         """The answers to the whole requests at the decoder's front that ``_answer_now``
         answers, in order; the first it does not is kept in ``_unanswered``."""
         assert self.LANE_PREFIX is not None and self._lane_context is not None
+        # the authorizer reads the principal from the connection's context variables; without
+        # one nothing on this path does, and the switch of context is saved
+        context = self._lane_context if self._ctx.security.authorizer is not None else None
         answers = []
         while self._decoder.whole_frame_starts_with(self.LANE_PREFIX):
             payload = self._decoder.next_frame()
             assert payload is not None
-            answer = self._lane_context.run(self._answer_now, payload)
+            answer = (self._answer_now(payload) if context is None
+                      else context.run(self._answer_now, payload))
             if answer is None:
                 self._unanswered = payload
                 break

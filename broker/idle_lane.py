@@ -43,6 +43,7 @@ class IdleLane:
         self._epoll = select.epoll()
         self._waiting: dict[int, LaneConnection] = {}
         self._scope = trio.CancelScope()
+        self._serving = False  # in serve_ready: a connection it calls must not call it again
 
     def add(self, fd: int, connection: LaneConnection) -> None:
         if self._epoll.closed:
@@ -77,6 +78,17 @@ class IdleLane:
     async def _serve(self) -> None:
         while True:
             await trio.lowlevel.wait_readable(self._epoll.fileno())
+            self.serve_ready()
+
+    def serve_ready(self) -> None:
+        """Read and answer the connections whose bytes are there now, without waiting. The
+        lane's task does it when the set is readable; a connection's task between two requests
+        on its own path does it too, so a heartbeat never waits for a whole round of trio's
+        scheduler while other connections' requests (a rebalance's JoinGroups) keep it busy."""
+        if self._serving or self._epoll.closed:
+            return
+        self._serving = True
+        try:
             for fd, _ in self._epoll.poll(0, max(1, len(self._waiting))):
                 connection = self._waiting.get(fd)
                 if connection is None:
@@ -91,3 +103,5 @@ class IdleLane:
                 if not stay:
                     self.discard(fd)
                     connection.hand_back()
+        finally:
+            self._serving = False
