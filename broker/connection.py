@@ -314,7 +314,7 @@ class Connection:
         if self._handed_back is not None:
             self._handed_back.set()
 
-    def on_lane_readable(self) -> bool:
+    def on_lane_readable(self, until: float) -> bool:
         """Called by the idle lane when the socket is readable: read what is there and answer
         every request at its front that ``_answer_now`` answers, writing the answers straight
         to the socket. Whether the connection stays in the lane: not if anything is left for
@@ -340,7 +340,7 @@ class Connection:
         self._last_read = trio.current_time()
         try:
             self._decoder.receive_data(data)
-            answers = self._answer_front()
+            answers = self._answer_front(until)
         except FrameTooLargeError as exc:
             self._lane_failure = CloseConnection(str(exc))
             return False
@@ -361,9 +361,10 @@ class Connection:
             return False
         return True
 
-    def _answer_front(self) -> list[bytes]:
+    def _answer_front(self, until: float) -> list[bytes]:
         """The answers to the whole requests at the decoder's front that ``_answer_now``
-        answers, in order; the first it does not is kept in ``_unanswered``."""
+        answers, in order, until the lane's turn ends at ``until`` (at least one); the first
+        it does not answer is kept in ``_unanswered``, the rest stays in the decoder."""
         assert self.LANE_PREFIX is not None and self._lane_context is not None
         # the authorizer reads the principal from the connection's context variables; without
         # one nothing on this path does, and the switch of context is saved
@@ -378,6 +379,8 @@ class Connection:
                 self._unanswered = payload
                 break
             answers.append(answer)
+            if time.perf_counter() >= until:
+                break  # the rest is handed to the connection's task, which takes turns
         return answers
 
     def _answer_now(self, payload: bytes) -> bytes | None:
