@@ -10,10 +10,11 @@ other for hundreds of milliseconds.
 So a connection that has answered everything it read and has nothing left to send parks its
 task and puts its socket in this lane's epoll set (level-triggered, registered once). One task
 waits on that set; when sockets are readable it lets each connection read and answer, in that
-same pass, the requests that are answered at once with no await (``Connection.on_lane_
-readable``: a Heartbeat) and write the answers straight to the socket. Anything else -- another
-request, a partial frame, the peer's end of stream, a write that did not go whole, no request
-memory to spare -- hands the connection back to its task, which carries on as before, with
+same pass, the requests that are answered at once with no await (a Heartbeat; see
+``Connection.on_lane_readable``) and write the answers straight to the socket. Anything
+else -- another request, a partial frame, the peer's end of stream, a write that did not go
+whole, no request memory to spare -- hands the connection back to its task, which carries on
+as before, with
 every deadline and bound in place. The parked task's idle deadline is checked against the last
 read the lane made for it, so an active connection parks once, not once per request.
 """
