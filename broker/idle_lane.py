@@ -14,9 +14,9 @@ same pass, the requests that are answered at once with no await (a Heartbeat; se
 ``Connection.on_lane_readable``) and write the answers straight to the socket. Anything
 else -- another request, a partial frame, the peer's end of stream, a write that did not go
 whole, no request memory to spare -- hands the connection back to its task, which carries on
-as before, with
-every deadline and bound in place. The parked task's idle deadline is checked against the last
-read the lane made for it, so an active connection parks once, not once per request.
+as before, with every deadline and bound in place. The parked task's idle deadline is checked
+against the last read the lane made for it, so an active connection parks once, not once per
+request.
 """
 
 from __future__ import annotations
