@@ -187,11 +187,8 @@ class GroupDriver:
         connection: Hashable | None = None,
     ) -> dict[str, Any]:
         """The coordinator's answer to one group request (validated body), when it comes."""
-        token = next(self._tokens)
-        reply = self._replies[token] = _Reply()
+        token, reply = self._hand(api_key, body, client_id, client_host, connection)
         try:
-            context = RequestContext(token, self.now_ms(), client_id, client_host, connection)
-            self._apply(self.coordinator.handle(api_key, body, context))
             if reply.body is None:
                 reply.arrived = trio.Event()
                 await reply.arrived.wait()
@@ -204,15 +201,24 @@ class GroupDriver:
                    client_host: str = "", connection: Hashable | None = None) -> dict[str, Any]:
         """``request`` for what the coordinator always answers at once (Heartbeat), without
         an await: the idle lane answers it in the same pass as it reads it."""
+        token, reply = self._hand(api_key, body, client_id, client_host, connection)
+        del self._replies[token]
+        assert reply.body is not None, f"{api_key.name} was not answered at once"
+        return reply.body
+
+    def _hand(self, api_key: ApiKey, body: dict[str, Any], client_id: str, client_host: str,
+              connection: Hashable | None) -> tuple[int, _Reply]:
+        """Hand a request to the coordinator: its token, and its reply (with the body if it
+        was answered at once). The caller removes the reply from ``_replies`` when done."""
         token = next(self._tokens)
         reply = self._replies[token] = _Reply()
         try:
             context = RequestContext(token, self.now_ms(), client_id, client_host, connection)
             self._apply(self.coordinator.handle(api_key, body, context))
-        finally:
+        except BaseException:
             del self._replies[token]
-        assert reply.body is not None, f"{api_key.name} was not answered at once"
-        return reply.body
+            raise
+        return token, reply
 
     def coordinates(self, group_id: str) -> bool:
         """Whether this broker leads the group's offsets partition (FindCoordinator)."""
