@@ -40,8 +40,9 @@ broker's idle lane (broker/idle_lane.py), once everything it read is answered an
 answers are written: the lane reads it together with every other waiting connection and
 answers its Heartbeats in the same pass (``_answer_now``: decoded, authorized, answered by the
 coordinator at once, counted in the metrics -- what ``_respond`` would do, without an await),
-writing the answers straight to the socket. Anything else wakes the connection's task, which
-handles it here as described above. Its idle limit then counts from the lane's last read.
+writing the answers straight to the socket. A request read there in part waits there for the
+rest, under its read deadline. Anything else wakes the connection's task, which handles it
+here as described above. Its idle limit then counts from the lane's last read.
 
 Nothing one connection does affects another; failures are logged with the peer's address. A
 client that pipelines many requests gets them handled back to back, but only for
@@ -67,7 +68,7 @@ from broker.context import BrokerContext
 from broker.frames import Piece, WithFileSlices, encode_with_file_slices, write_now
 from broker.handlers import HANDLERS
 from broker.handlers.metadata import supported_apis
-from broker.idle_lane import IdleLane
+from broker.idle_lane import BETWEEN_REQUESTS_TURN_S, VISIT_REQUESTS, IdleLane, Turn
 from broker.memory_pool import SMALL_REQUEST_BYTES
 from broker.response_writer import ResponseTimeoutError, ResponseWriter
 from broker.security.listeners import Endpoint
@@ -252,7 +253,10 @@ class Connection:
             if pieces:
                 await writer.put(pieces)
             if self._lane is not None:
-                self._lane.serve_ready()  # the heartbeats waiting meanwhile, before the next
+                lane_started = time.perf_counter()
+                # the heartbeats waiting meanwhile, before this connection's next request
+                self._lane.serve_ready(BETWEEN_REQUESTS_TURN_S)
+                turn_started += time.perf_counter() - lane_started  # not this connection's turn
             if self._sasl is not None and self._sasl.failed:
                 # sasl.failed has said why, once: a flood of failures logs one line each
                 raise CloseConnection("SASL authentication failed or out of order",
@@ -277,7 +281,8 @@ class Connection:
     async def _park(self) -> bytes | bytearray | None:
         """Wait in the idle lane until it hands the connection back: ``_IN_DECODER`` when it
         left requests there for ``_respond``, b"" at the peer's end of stream, None when
-        stopping. The idle limit runs from the lane's last read for this connection."""
+        stopping. The idle limit runs from the lane's last read for this connection, the read
+        deadline from the start of a request the lane has read in part."""
         assert self._lane is not None
         handed_back = self._handed_back = trio.Event()
         self._lane_failure = None
@@ -287,7 +292,7 @@ class Connection:
         self._lane.add(self._fd, self)
         try:
             while not handed_back.is_set():
-                with trio.CancelScope(deadline=self._last_read + self._idle) as scope:
+                with trio.CancelScope(deadline=self._lane_deadline()) as scope:
                     self._waiting_scope = scope
                     await handed_back.wait()
                 self._waiting_scope = None
@@ -295,10 +300,13 @@ class Connection:
                     break
                 if self._stopped:
                     return None
-                if trio.current_time() >= self._last_read + self._idle:
-                    idle_ms = round(self._idle * 1000)
-                    raise CloseConnection(f"idle for connections_max_idle_ms={idle_ms}",
-                                          level=logging.INFO)
+                if trio.current_time() < self._lane_deadline():
+                    continue
+                if self._frame_deadline is not None:
+                    raise CloseConnection(self._read_timeout_reason(waited_for_memory=False))
+                idle_ms = round(self._idle * 1000)
+                raise CloseConnection(f"idle for connections_max_idle_ms={idle_ms}",
+                                      level=logging.INFO)
         finally:
             self._waiting_scope = None
             self._lane.discard(self._fd)
@@ -307,6 +315,13 @@ class Connection:
             raise self._lane_failure
         return b"" if self._lane_eof else _IN_DECODER
 
+    def _lane_deadline(self) -> float:
+        """When the parked task wakes to close the connection: the read deadline of a request
+        the lane has read in part, else the idle limit from the lane's last read."""
+        if self._frame_deadline is not None:
+            return self._frame_deadline
+        return self._last_read + self._idle
+
     def hand_back(self, error: Exception | None = None) -> None:
         """The idle lane gives the connection back to its task."""
         if error is not None:
@@ -314,36 +329,21 @@ class Connection:
         if self._handed_back is not None:
             self._handed_back.set()
 
-    def on_lane_readable(self, until: float) -> bool:
-        """Called by the idle lane when the socket is readable: read what is there and answer
-        every request at its front that ``_answer_now`` answers, writing the answers straight
-        to the socket. Whether the connection stays in the lane: not if anything is left for
-        the task -- another request, a partial one, the end of stream, an answer the socket
-        did not take whole, no request memory to spare."""
+    def on_lane_turn(self, until: float) -> Turn:
+        """The idle lane's turn for this connection: answer the whole requests at the
+        decoder's front that ``_answer_now`` answers, reading first if there are none, and
+        write the answers straight to the socket. It stays in the lane with a request read in
+        part (under the read deadline) or whole ones it had no time for; it leaves if anything
+        is for the task -- another request, the end of stream, an answer the socket did not
+        take whole, no request memory to spare."""
         if self._ctx.stopping:
-            return False
-        if not self._pool.try_reserve_spare(self._read_ahead):
-            # bytes are waiting and no read-ahead is to spare: the task reserves what it must
-            # (waiting for room if need be), and the request's read deadline starts now
-            self._frame_deadline = trio.current_time() + self._read_timeout
-            return False
-        self._held += self._read_ahead
+            return Turn.LEAVE
+        if not self._decoder.whole_frame_starts_with(b""):
+            turn = self._lane_read()
+            if turn is not None:
+                return turn
         try:
-            data = self._io.read_now(self._read_ahead)
-        except trio.BrokenResourceError as exc:
-            self._lane_failure = exc
-            data = b""
-        if not data:
-            self._release(self._read_ahead)
-            self._lane_eof = data is not None and self._lane_failure is None
-            return data is None  # nothing there after all: wait on
-        self._last_read = trio.current_time()
-        try:
-            self._decoder.receive_data(data)
             answers = self._answer_front(until)
-        except FrameTooLargeError as exc:
-            self._lane_failure = CloseConnection(str(exc))
-            return False
         finally:
             self._release(self._held - self._decoder.buffered)
         if answers:
@@ -352,18 +352,62 @@ class Connection:
                 left = write_now(self._fd, answers)
             except trio.BrokenResourceError as exc:
                 self._lane_failure = exc
-                return False
+                return Turn.LEAVE
             if left:
                 self._writer.put_nowait(left)  # the writer waits for the socket, in order
-                return False
-        if self._decoder.buffered or self._unanswered is not None:
+                return Turn.LEAVE
+        decoder = self._decoder
+        if self._unanswered is not None or decoder.failing:
+            return Turn.LEAVE
+        if decoder.whole_frame_starts_with(b""):  # the turn ended, or another request is next
+            assert self.LANE_PREFIX is not None
+            return Turn.AGAIN if decoder.whole_frame_starts_with(self.LANE_PREFIX) else Turn.LEAVE
+        if not decoder.buffered:
+            self._frame_deadline = None
+            return Turn.WAIT
+        if (decoder.next_frame_bytes or 0) > self._read_ahead:
+            return Turn.LEAVE  # a large request: the task reserves it whole, as it reads it
+        if self._frame_deadline is None:  # the rest of a small request: its deadline runs
             self._frame_deadline = trio.current_time() + self._read_timeout
-            return False
-        return True
+            if self._waiting_scope is not None:  # the parked task wakes for it
+                self._waiting_scope.deadline = self._frame_deadline
+        return Turn.WAIT
+
+    def _lane_read(self) -> Turn | None:
+        """Read what the socket has into the decoder; what the lane is to do if nothing was
+        read (None: something was)."""
+        if not self._pool.try_reserve_spare(self._read_ahead):
+            # bytes are waiting and no read-ahead is to spare: the task reserves what it must
+            # (waiting for room if need be), and the request's read deadline starts now
+            if self._frame_deadline is None:
+                self._frame_deadline = trio.current_time() + self._read_timeout
+            return Turn.LEAVE
+        self._held += self._read_ahead
+        try:
+            data = self._io.read_now(self._read_ahead)
+        except trio.BrokenResourceError as exc:
+            self._lane_failure = exc
+            data = b""
+        try:
+            if data is None:
+                return Turn.WAIT  # nothing there after all
+            if not data:
+                self._lane_eof = self._lane_failure is None
+                return Turn.LEAVE
+            self._last_read = trio.current_time()
+            try:
+                self._decoder.receive_data(data)
+            except FrameTooLargeError as exc:
+                self._lane_failure = CloseConnection(str(exc))
+                return Turn.LEAVE
+            return None
+        finally:
+            self._release(self._held - self._decoder.buffered)
 
     def _answer_front(self, until: float) -> list[bytes]:
         """The answers to the whole requests at the decoder's front that ``_answer_now``
-        answers, in order, until the lane's turn ends at ``until`` (at least one); the first
+        answers, in order, ``VISIT_REQUESTS`` at most and until the lane's turn ends at
+        ``until`` (at least one); the first
         it does not answer is kept in ``_unanswered``, the rest stays in the decoder."""
         assert self.LANE_PREFIX is not None and self._lane_context is not None
         # the authorizer reads the principal from the connection's context variables; without
@@ -379,8 +423,8 @@ class Connection:
                 self._unanswered = payload
                 break
             answers.append(answer)
-            if time.perf_counter() >= until:
-                break  # the rest is handed to the connection's task, which takes turns
+            if len(answers) >= VISIT_REQUESTS or time.perf_counter() >= until:
+                break  # the rest in the lane's next round
         return answers
 
     def _answer_now(self, payload: bytes) -> bytes | None:
@@ -513,11 +557,11 @@ class Connection:
             self._pool.release(size)
             self._held -= size
 
-    def _read_timeout_reason(self) -> str:
+    def _read_timeout_reason(self, *, waited_for_memory: bool = True) -> str:
         timeout_ms = round(self._read_timeout * 1000)
         frame = self._decoder.next_frame_bytes
         got = f"{self._decoder.buffered} of {frame if frame else '?'} bytes read"
-        if self._held < (frame or 4):  # it had no room to read into
+        if waited_for_memory and self._held < (frame or 4):  # it had no room to read into
             got += f"; waited for request memory ({self._pool.used} of {self._pool.capacity} "
             got += "bytes reserved)"
         return f"request not read within request_read_timeout_ms={timeout_ms} ({got})"

@@ -70,6 +70,11 @@ class FrameDecoder:
             and buf.startswith(prefix, start + 4)
         )
 
+    @property
+    def failing(self) -> bool:
+        """Whether ``next_frame`` raises: an oversized frame is next."""
+        return self._error is not None and self._error_at in (None, self._start)
+
     def receive_data(self, data: Chunk) -> None:
         if self._error is not None:
             self._raise_if_reached()

@@ -5,12 +5,14 @@ the idle limit counted from the last request, not from when the connection parke
 
 from __future__ import annotations
 
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import msgpack
 import pytest
 
+from broker.idle_lane import IdleLane, Turn
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import encode_frame
@@ -22,6 +24,76 @@ from tests.observability.support import sample, scrape, start_with_metrics
 pytestmark = pytest.mark.timeout(60)
 
 QUICK = {"group_initial_rebalance_delay_ms": 0}
+
+
+class _Busy:
+    """A connection whose client writes its next request the moment it has an answer: its
+    socket is readable again before the lane's pass is over. Each answer takes a whole turn."""
+
+    def __init__(self, name: int, served: list[int], clock: list[float]) -> None:
+        self.lane_side, self.client_side = socket.socketpair()
+        self.name, self.served, self.clock = name, served, clock
+        self.client_side.sendall(b"r")
+
+    refill = True  # whether the client writes its next request at once
+    read_backlog = 0  # requests a read brings beyond the first: answered one a turn
+    backlog = 0
+
+    def on_lane_turn(self, until: float) -> Turn:
+        self.served.append(self.name)
+        self.clock[0] = until  # this answer used the turn up
+        if self.backlog:
+            self.backlog -= 1
+        else:
+            self.lane_side.recv(1)
+            self.backlog = self.read_backlog
+            if self.refill:
+                self.client_side.sendall(b"r")
+        return Turn.AGAIN if self.backlog else Turn.WAIT
+
+    def hand_back(self, error: Exception | None = None) -> None:
+        raise AssertionError("nothing here is handed back")
+
+
+@pytest.fixture
+def busy_lane() -> Iterator[tuple[IdleLane, list[_Busy], list[int]]]:
+    clock = [0.0]
+    lane = IdleLane(turn_s=1.0, clock=lambda: clock[0])
+    served: list[int] = []
+    connections = [_Busy(name, served, clock) for name in range(4)]
+    for connection in connections:
+        lane.add(connection.lane_side.fileno(), connection)
+    yield lane, connections, served
+    for connection in connections:
+        lane.discard(connection.lane_side.fileno())
+        connection.lane_side.close()
+        connection.client_side.close()
+
+
+def test_passes_cut_short_by_their_turn_reach_every_readable_socket_in_turn(
+        busy_lane: tuple[IdleLane, list[_Busy], list[int]]) -> None:
+    """epoll reports a socket that stays readable in the place it had: without the lane's own
+    order the first socket would be served in every pass and the other three never."""
+    lane, _, served = busy_lane
+    for _ in range(12):
+        lane.serve_ready()  # each pass answers one connection, then its turn is over
+    assert len(served) == 12
+    for start in range(0, 12, 4):
+        assert sorted(served[start:start + 4]) == [0, 1, 2, 3], served
+
+
+def test_requests_a_pass_had_no_time_for_are_answered_in_the_next_before_new_ones(
+        busy_lane: tuple[IdleLane, list[_Busy], list[int]]) -> None:
+    """A connection whose requests are all read (its socket no longer readable) but not all
+    answered stays in the lane and is served first in the next pass."""
+    lane, connections, served = busy_lane
+    for connection in connections[1:]:
+        connection.lane_side.recv(1)  # only connection 0 is readable
+    connections[0].refill = False
+    connections[0].read_backlog = 3
+    for _ in range(6):
+        lane.serve_ready()
+    assert served == [0, 0, 0, 0]  # its socket read once, then three turns for its backlog
 
 
 def _join(client: RawClient, group: str) -> tuple[str, int]:
@@ -111,3 +183,24 @@ def test_heartbeats_answered_in_the_lane_are_counted_in_the_metrics(
     assert value("odradek_requestmetrics_requests_total", request="Heartbeat") == 6
     assert value("odradek_requestmetrics_errors_total", request="Heartbeat",
                  error="UNKNOWN_MEMBER_ID") == 1
+
+
+def test_a_heartbeat_read_in_part_waits_in_the_lane_under_its_read_deadline(
+        make_broker: Callable[..., BrokerProcess]) -> None:
+    """Half a Heartbeat, then the rest: answered. Half a Heartbeat and nothing more: the
+    connection is dropped at request_read_timeout_ms (not at the idle limit, a minute), and the
+    reason does not blame request memory, which was never short."""
+    broker = make_broker(settings={**QUICK, "request_read_timeout_ms": 500,
+                                   "connections_max_idle_ms": 60_000})
+    with RawClient(broker.address) as client:
+        member, generation = _join(client, "halves")
+        frame = _heartbeat("halves", member, generation, 1)
+        client.sock.sendall(frame[:7])
+        client.sock.sendall(frame[7:])
+        assert client.receive() == (1, {"error_code": 0, "error_message": None})
+        port = client.sock.getsockname()[1]
+        client.sock.sendall(_heartbeat("halves", member, generation, 2)[:7])
+        assert client.closed_by_broker()
+    line = broker.wait_for_log(rf"connection.dropped.*127\.0\.0\.1:{port}\b")
+    assert "request_read_timeout_ms=500" in line
+    assert "request memory" not in line
