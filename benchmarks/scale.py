@@ -24,13 +24,13 @@ Prints JSON lines (``--quick``: a tenth of the groups and partitions, under a mi
   from the first LeaveGroup until the last member has rejoined.
 
   A heartbeat's round trip runs from the moment the simulator queues its request (written to
-  the socket in the same pass of its loop) to the moment it has read the answer off the
-  socket. The simulator reads the connections that select() reports one after the other, so
-  an answer that waits in its socket while the simulator handles other connections' answers
-  in the same pass is counted -- the simulator's own delay, bounded by one pass (``client_busy``
-  says how busy it is). Its garbage collector is not: once the members have joined, the
-  simulator freezes its state (``gc.freeze``), as its full collections over 100,000 members
-  took up to 0.3 s.
+  the socket at once, before the simulator reads what has arrived) to the moment it has read
+  the answer off the socket. The simulator reads the connections that select() reports one
+  after the other, so an answer that waits in its socket while the simulator handles other
+  connections' answers in the same pass is counted -- the simulator's own delay, bounded by
+  one pass (``client_busy`` says how busy it is). Its garbage collector is not: once the
+  members have joined, the simulator freezes its state (``gc.freeze``), as its full
+  collections over 100,000 members took up to 0.3 s.
 - ``scale_partitions``: 10 topics of 1,000 partitions (10,000) on one broker: the seconds to
   create them, the broker's start-up time and RSS over them (stopped and started again on the
   same data), and producer msgs/s with messages spread round robin over every partition.
@@ -153,6 +153,7 @@ def run_lines(lines: Sequence[Line], on_answer: Callable[[Line, str, Member, flo
                 raise TimeoutError("the broker did not answer in time")
             if tick is not None:
                 tick()
+                _flush()  # what fell due goes out now, not after this pass's reads
             for key, _ in selector.select(0.001 if tick is not None else 1.0):
                 line = key.data
                 payloads = line.wire.receive_payloads()

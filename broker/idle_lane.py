@@ -52,7 +52,7 @@ LANE_TURN_S = 0.001
 VISIT_REQUESTS = 4
 #: how long a connection's task serves the lane between two requests on its own path: the
 #: Heartbeats waiting go first, before more of the other requests (a rebalance's JoinGroups)
-BETWEEN_REQUESTS_TURN_S = 0.005
+BETWEEN_REQUESTS_TURN_S = 0.02
 
 
 class Turn(enum.Enum):
@@ -133,12 +133,23 @@ class IdleLane:
             return
         self._serving = True
         until = self._clock() + (self._turn_s if turn_s is None else turn_s)
+        try:
+            # a round through with time to spare: the next one, while anything is ready
+            while self._serve_part(until) and not self._behind and self._clock() < until:
+                pass
+        finally:
+            self._serving = False
+
+    def _serve_part(self, until: float) -> bool:
+        """Serve the round (or begin the next) until ``until``; whether anyone was served."""
         again: list[int] = []
+        served = False
         try:
             for fd in self._in_turn(until):
                 connection = self._waiting.get(fd)
                 if connection is None:
                     continue
+                served = True
                 try:
                     turn = connection.on_lane_turn(until)
                 except Exception as exc:  # a bug: lose this connection, never the lane
@@ -153,7 +164,7 @@ class IdleLane:
                     connection.hand_back()
         finally:
             self._again += again
-            self._serving = False
+        return served
 
     def _in_turn(self, until: float) -> Iterator[int]:
         """The connections to serve until the turn ends (after one at least): the rest of the
