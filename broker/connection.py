@@ -407,8 +407,8 @@ class Connection:
     def _answer_front(self, until: float) -> list[bytes]:
         """The answers to the whole requests at the decoder's front that ``_answer_now``
         answers, in order, ``VISIT_REQUESTS`` at most and until the lane's turn ends at
-        ``until`` (at least one); the first
-        it does not answer is kept in ``_unanswered``, the rest stays in the decoder."""
+        ``until`` (at least one); the first it does not answer is kept in ``_unanswered``, the
+        rest stays in the decoder."""
         assert self.LANE_PREFIX is not None and self._lane_context is not None
         # the authorizer reads the principal from the connection's context variables; without
         # one nothing on this path does, and the switch of context is saved

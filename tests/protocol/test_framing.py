@@ -174,3 +174,13 @@ def test_whole_frame_starts_with_looks_only_at_a_whole_next_frame() -> None:
     assert decoder.whole_frame_starts_with(b"abc")
     assert decoder.next_frame() == b"abcd"
     assert not decoder.whole_frame_starts_with(b"")  # an oversized frame is never whole
+
+
+def test_failing_says_next_frame_raises_once_the_frames_before_it_are_taken() -> None:
+    decoder = FrameDecoder(max_frame_bytes=8)
+    decoder.receive_data(encode_frame(b"ok") + frame_header(9))
+    assert not decoder.failing
+    assert decoder.next_frame() == b"ok"
+    assert decoder.failing
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_frame()
