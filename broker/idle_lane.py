@@ -127,7 +127,7 @@ class IdleLane:
         """Read and answer the connections whose bytes are there now, without waiting, for
         ``turn_s`` (the lane's turn by default). The lane's task does it when the set is
         readable; a connection's task between two requests on its own path does it too
-        (``BETWEEN_REQUESTS_TURN_S``), so a heartbeat never waits for a whole round of trio's
+        (``BETWEEN_REQUESTS_TURN_S``), so a heartbeat never waits for a whole batch of trio's
         scheduler while other connections' requests (a rebalance's JoinGroups) keep it busy."""
         if self._serving or self._epoll.closed:
             return
@@ -142,28 +142,24 @@ class IdleLane:
 
     def _serve_part(self, until: float) -> bool:
         """Serve the round (or begin the next) until ``until``; whether anyone was served."""
-        again: list[int] = []
         served = False
-        try:
-            for fd in self._in_turn(until):
-                connection = self._waiting.get(fd)
-                if connection is None:
-                    continue
-                served = True
-                try:
-                    turn = connection.on_lane_turn(until)
-                except Exception as exc:  # a bug: lose this connection, never the lane
-                    log.error("connection.lane_failed", exc_info=exc)
-                    self.discard(fd)
-                    connection.hand_back(exc)
-                    continue
-                if turn is Turn.AGAIN:
-                    again.append(fd)
-                elif turn is Turn.LEAVE:
-                    self.discard(fd)
-                    connection.hand_back()
-        finally:
-            self._again += again
+        for fd in self._in_turn(until):
+            connection = self._waiting.get(fd)
+            if connection is None:
+                continue
+            served = True
+            try:
+                turn = connection.on_lane_turn(until)
+            except Exception as exc:  # a bug: lose this connection, never the lane
+                log.error("connection.lane_failed", exc_info=exc)
+                self.discard(fd)
+                connection.hand_back(exc)
+                continue
+            if turn is Turn.AGAIN:
+                self._again.append(fd)  # in the next round
+            elif turn is Turn.LEAVE:
+                self.discard(fd)
+                connection.hand_back()
         return served
 
     def _in_turn(self, until: float) -> Iterator[int]:
