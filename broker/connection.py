@@ -368,9 +368,9 @@ class Connection:
         if (decoder.next_frame_bytes or 0) > self._read_ahead:
             return Turn.LEAVE  # a large request: the task reserves it whole, as it reads it
         if self._frame_deadline is None:  # the rest of a small request: its deadline runs
-            self._frame_deadline = trio.current_time() + self._read_timeout
+            deadline = self._start_read_deadline()
             if self._waiting_scope is not None:  # the parked task wakes for it
-                self._waiting_scope.deadline = self._frame_deadline
+                self._waiting_scope.deadline = deadline
         return Turn.WAIT
 
     def _lane_read(self) -> Turn | None:
@@ -379,8 +379,7 @@ class Connection:
         if not self._pool.try_reserve_spare(self._read_ahead):
             # bytes are waiting and no read-ahead is to spare: the task reserves what it must
             # (waiting for room if need be), and the request's read deadline starts now
-            if self._frame_deadline is None:
-                self._frame_deadline = trio.current_time() + self._read_timeout
+            self._start_read_deadline()
             return Turn.LEAVE
         self._held += self._read_ahead
         try:
@@ -482,9 +481,7 @@ class Connection:
                     if data is not None:
                         return data
                     between_requests = False
-                if self._frame_deadline is None:
-                    self._frame_deadline = trio.current_time() + self._read_timeout
-                scope.deadline = self._frame_deadline
+                scope.deadline = self._start_read_deadline()
                 size = await self._reserve_for_read()
                 return await self._io.receive_some(size)
             finally:
@@ -556,6 +553,13 @@ class Connection:
         if size > 0:
             self._pool.release(size)
             self._held -= size
+
+    def _start_read_deadline(self) -> float:
+        """When the request being read must have arrived whole: ``request_read_timeout_ms``
+        from now, unless its clock already runs."""
+        if self._frame_deadline is None:
+            self._frame_deadline = trio.current_time() + self._read_timeout
+        return self._frame_deadline
 
     def _read_timeout_reason(self, *, waited_for_memory: bool = True) -> str:
         timeout_ms = round(self._read_timeout * 1000)
