@@ -79,10 +79,10 @@ from protocol.acls import ResourceType
 from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
-from protocol.schema import for_version
 from protocol.wire import (
     RequestDecodeError,
     decode_request,
+    encode_error_code_response,
     encode_request_error,
     encode_response,
     request_prefix,
@@ -443,19 +443,13 @@ class Connection:
         ctx = self._ctx
         if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, body["group_id"]):
             return None
-        client = self._client
-        if client is not None:
-            client.client_id = header.client_id
-        answer = ctx.groups.answer_now(
-            ApiKey.HEARTBEAT, body, client_id=header.client_id or "",
-            client_host="" if client is None else client.host,
-            connection=None if client is None else client.id)
-        if header.api_version < request.api.max_version:
-            answer = for_version(request.api.response, answer, header.api_version)
+        if self._client is not None:
+            self._client.client_id = header.client_id
+        code = ctx.groups.heartbeat_now(body["group_id"], body["member_id"],
+                                        body["generation_id"])
         if ctx.metrics is not None:
-            ctx.metrics.answered(request.api.name, time.perf_counter() - started,
-                                 answer["error_code"])
-        return encode_response(header.correlation_id, answer)
+            ctx.metrics.answered(request.api.name, time.perf_counter() - started, int(code))
+        return encode_error_code_response(header.correlation_id, code)
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

@@ -32,6 +32,9 @@ Inputs:
   each API in ``GroupCoordinator.HANDLED_APIS`` with the validated request body.
   FindCoordinator is the driver's: the coordinator of a group is the leader of partition
   ``offsets_partition_for(group_id, config.offsets_topic_partitions)``.
+- ``heartbeat(group_id, member_id, generation, now_ms)``: a Heartbeat's error code and the
+  effects (timers only), answered as ``handle`` would answer it but without a token -- the
+  broker's path for its most frequent request.
 - ``become_leader(partition, records, now_ms)`` when this broker leads an offsets partition, with
   its records in log order (or ``start_loading`` / ``load_records`` ... / ``finish_loading`` to
   load in batches; requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS), and

@@ -103,6 +103,15 @@ class GroupCoordinator:
         handler(body, ctx)
         return self._out.flush()
 
+    def heartbeat(self, group_id: str, member_id: str, generation: int,
+                  now_ms: int) -> tuple[ErrorCode, list[Effect]]:
+        """A Heartbeat's error code, without a token or a ``Respond`` (``handle`` answers it
+        the same way): the broker answers 33,000 a second on its idle lane at full size, and
+        what a token, a context and a response effect cost was a fifth of each. The effects
+        are the timers it moved, if any."""
+        code = self._membership.heartbeat_answer(group_id, member_id, generation, now_ms)
+        return code, self._out.flush()
+
     def on_append_done(self, append_id: int, error: ErrorCode, now_ms: int) -> list[Effect]:
         """An ``AppendRecords`` finished. Appends of a resigned partition are already settled."""
         self._out.append_done(append_id, ErrorCode(error), now_ms)

@@ -191,11 +191,14 @@ class Membership:
         return loader.groups.get(group_id, _E.UNKNOWN_MEMBER_ID)
 
     def heartbeat(self, body: dict[str, Any], ctx: RequestContext) -> None:
-        self._out.respond(ctx.token, error_body(self._heartbeat_answer(body, ctx.now_ms)))
+        code = self.heartbeat_answer(body["group_id"], body["member_id"], body["generation_id"],
+                                     ctx.now_ms)
+        self._out.respond(ctx.token, error_body(code))
 
-    def _heartbeat_answer(self, body: dict[str, Any], now_ms: int) -> ErrorCode:
-        member_id, generation = body["member_id"], body["generation_id"]
-        group = self._member_group(body["group_id"])
+    def heartbeat_answer(self, group_id: str, member_id: str, generation: int,
+                         now_ms: int) -> ErrorCode:
+        """A Heartbeat's answer: it is always answered at once."""
+        group = self._member_group(group_id)
         if isinstance(group, ErrorCode):
             return group
         member = group.members.get(member_id)

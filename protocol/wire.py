@@ -10,6 +10,7 @@ message names the API, version and field; the msgpack library's own exceptions n
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import msgpack
 
 from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
 from protocol.errors import BrokerError, ErrorCode, ProtocolError, SchemaError, error_for
-from protocol.framing import encode_frame
+from protocol.framing import FRAME_HEADER, encode_frame
 from protocol.schema import validate
 
 _packer = msgpack.Packer(use_bin_type=True, autoreset=True)
@@ -127,6 +128,23 @@ def decode_request(payload: bytes) -> Request:
 
 def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:
     return encode_frame(pack([correlation_id, body]))
+
+
+#: a msgpack array of two: the response envelope's first byte
+_ENVELOPE = pack([0, 0])[:1]
+
+
+@functools.cache
+def _packed_error_body(code: int) -> bytes:
+    return pack({"error_code": code, "error_message": None})
+
+
+def encode_error_code_response(correlation_id: int, code: int) -> bytes:
+    """``encode_response(correlation_id, {"error_code": code, "error_message": None})`` byte
+    for byte, the body packed once per code: a Heartbeat's answer, 33,000 a second at full
+    size (benchmarks/scale.py)."""
+    payload = b"".join((_ENVELOPE, pack(correlation_id), _packed_error_body(code)))
+    return FRAME_HEADER.pack(len(payload)) + payload
 
 
 def encode_request_error(correlation_id: int, code: ErrorCode, message: str) -> bytes:

@@ -159,6 +159,13 @@ class FakeDriver:
     def answer(self, token: int) -> dict[str, Any] | None:
         return self.answers.get(token)
 
+    def heartbeat(self, group_id: str, member_id: str, generation: int) -> ErrorCode:
+        """A Heartbeat the way the broker's idle lane answers it: no token, no Respond."""
+        code, effects = self.coordinator.heartbeat(group_id, member_id, generation, self.now)
+        assert not any(isinstance(effect, Respond) for effect in effects), effects
+        self.apply(effects)
+        return code
+
     # ---------------------------------------------------------------------------- shortcuts
 
     def group(self, group_id: str) -> Group:
@@ -304,11 +311,10 @@ class Consumer:
         return answer
 
     def heartbeat(self, generation: int | None = None) -> ErrorCode:
-        body = self.driver.call(ApiKey.HEARTBEAT, {
-            "group_id": self.group_id, "member_id": self.member_id,
-            "generation_id": self.generation if generation is None else generation,
-        })
-        return ErrorCode(body["error_code"])
+        """The broker's own path (``GroupCoordinator.heartbeat``); the Kafka members of
+        kafka_members.py send theirs through ``handle``, as the Kafka listener does."""
+        return self.driver.heartbeat(self.group_id, self.member_id,
+                                     self.generation if generation is None else generation)
 
     def leave(self) -> ErrorCode:
         body = self.driver.call(ApiKey.LEAVE_GROUP,

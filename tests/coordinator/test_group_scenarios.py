@@ -171,6 +171,31 @@ def test_07_heartbeat_errors():
     assert second.heartbeat() is E.UNKNOWN_MEMBER_ID
 
 
+def test_the_brokers_heartbeat_path_answers_as_handle_does():
+    """The broker answers native Heartbeats with ``GroupCoordinator.heartbeat`` (no token, no
+    Respond); the Kafka listener's go through ``handle``. Every answer is the same."""
+    driver = FakeDriver(topics={"t": 2})
+    first, second = steady_group(driver, 2, ["t"])
+    asked = [  # (group, member, generation): the answers of test_07 and of the states around
+        ("g", first.member_id, first.generation), ("g", first.member_id, 1),
+        ("g", "g-nobody", first.generation), ("nope", "nope-x", 0), ("", "x", 0),
+    ]
+
+    def both(group: str, member: str, generation: int) -> ErrorCode:
+        handled = driver.call(ApiKey.HEARTBEAT, {
+            "group_id": group, "member_id": member, "generation_id": generation})
+        direct = driver.heartbeat(group, member, generation)
+        assert direct is ErrorCode(handled["error_code"]), (group, member, generation)
+        return direct
+
+    assert [both(*a) for a in asked] == [E.NONE, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID,
+                                         E.UNKNOWN_MEMBER_ID, E.INVALID_GROUP_ID]
+    first.leave()
+    assert both("g", second.member_id, second.generation) is E.REBALANCE_IN_PROGRESS
+    driver.apply(driver.coordinator.resign(driver.partition_of("g"), driver.now))
+    assert both("g", second.member_id, second.generation) is E.NOT_COORDINATOR
+
+
 def test_08_silent_member_is_removed_and_survivors_own_everything():
     """Seed 001: "If the co-ordinator does not receive a HeartbeatRequest from a consumer at
     least once in session.timeout.ms, it marks the consumer dead and triggers a rebalance

@@ -21,6 +21,7 @@ from protocol.wire import (
     decode_request,
     decode_response_body,
     decode_response_envelope,
+    encode_error_code_response,
     encode_request,
     encode_request_error,
     encode_response,
@@ -149,6 +150,22 @@ def test_error_only_responses_are_returned_for_the_caller_to_read() -> None:
     assert decode_response_body(ApiKey.HEARTBEAT, 0, body) == body
     with pytest.raises(RebalanceInProgressError):
         decode_response_body(ApiKey.JOIN_GROUP, 0, body)
+
+
+@pytest.mark.parametrize("correlation_id", [0, 1, 127, 128, 65_536, 2**31 - 1, -1, -(2**31)])
+def test_an_error_code_answer_is_the_response_encoders_byte_for_byte(correlation_id: int) -> None:
+    for code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.UNKNOWN_MEMBER_ID):
+        assert encode_error_code_response(correlation_id, code) == encode_response(
+            correlation_id, {"error_code": int(code), "error_message": None})
+
+
+def test_heartbeat_answers_are_an_error_code_at_every_version() -> None:
+    """The idle lane answers Heartbeats with ``encode_error_code_response``: a version whose
+    response carries more must be answered another way."""
+    api = REGISTRY[ApiKey.HEARTBEAT]
+    for version in range(api.min_version, api.max_version + 1):
+        names = [f.name for f in api.response.fields_for(version)]
+        assert names == ["error_code", "error_message"], version
 
 
 def test_unknown_api_key_is_answerable() -> None:
