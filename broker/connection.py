@@ -81,6 +81,7 @@ from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, Protocol
 from protocol.framing import FrameDecoder
 from protocol.wire import (
     RequestDecodeError,
+    decode_heartbeat,
     decode_request,
     encode_error_code_response,
     encode_request_error,
@@ -428,28 +429,25 @@ class Connection:
 
     def _answer_now(self, payload: bytes) -> bytes | None:
         """A Heartbeat, answered at once without an await, as ``_respond`` would answer it;
-        None to leave the request to ``_respond`` (anything else, a request that does not
-        decode or is refused, a SASL listener before its login)."""
+        None to leave the request to ``_respond`` (anything else, a Heartbeat that
+        ``decode_heartbeat`` does not take or that is refused, a SASL listener before its
+        login)."""
         started = time.perf_counter()
-        try:
-            request = decode_request(payload)
-        except (RequestDecodeError, ProtocolError):
-            return None
-        if request.api.key is not ApiKey.HEARTBEAT or (
+        heartbeat = decode_heartbeat(payload)
+        if heartbeat is None or (
             self._sasl is not None and not self._sasl.admits(ApiKey.HEARTBEAT)
         ):
             return None
-        header, body = request.header, request.body
+        correlation_id, client_id, group_id, member_id, generation = heartbeat
         ctx = self._ctx
-        if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, body["group_id"]):
+        if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, group_id):
             return None
         if self._client is not None:
-            self._client.client_id = header.client_id
-        code = ctx.groups.heartbeat_now(body["group_id"], body["member_id"],
-                                        body["generation_id"])
+            self._client.client_id = client_id
+        code = ctx.groups.heartbeat_now(group_id, member_id, generation)
         if ctx.metrics is not None:
-            ctx.metrics.answered(request.api.name, time.perf_counter() - started, int(code))
-        return encode_error_code_response(header.correlation_id, code)
+            ctx.metrics.answered("Heartbeat", time.perf_counter() - started, int(code))
+        return encode_error_code_response(correlation_id, code)
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

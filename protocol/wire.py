@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 
+from protocol.apis import HEARTBEAT as HEARTBEAT_API
 from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
 from protocol.errors import BrokerError, ErrorCode, ProtocolError, SchemaError, error_for
 from protocol.framing import FRAME_HEADER, encode_frame
@@ -124,6 +125,43 @@ def decode_request(payload: bytes) -> Request:
     except SchemaError as exc:
         raise RequestSchemaError(str(exc), header, ErrorCode.INVALID_REQUEST) from None
     return Request(header, api, body if type(body) is dict else dict(body))
+
+
+_INT32 = 1 << 31
+_HEARTBEAT = int(ApiKey.HEARTBEAT)
+_HEARTBEAT_VERSIONS = range(HEARTBEAT_API.min_version, HEARTBEAT_API.max_version + 1)
+_HEARTBEAT_FIELDS = 3  # group_id, generation_id, member_id: its request at every version
+
+
+def decode_heartbeat(payload: bytes) -> tuple[int, str | None, str, str, int] | None:
+    """A Heartbeat request's ``(correlation_id, client_id, group_id, member_id,
+    generation_id)`` if ``payload`` is one that ``decode_request`` accepts; None for anything
+    else, which ``decode_request`` then decodes or refuses. The same checks without the
+    schema walk: the broker answers 33,000 Heartbeats a second at full size
+    (benchmarks/scale.py), and the walk was most of decoding one."""
+    try:
+        value = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=True)
+    except Exception:
+        return None
+    if type(value) is not list or len(value) != 5:
+        return None
+    key, version, correlation_id, client_id, body = value
+    if (
+        key != _HEARTBEAT or type(key) is not int
+        or type(version) is not int or version not in _HEARTBEAT_VERSIONS
+        or type(correlation_id) is not int or not -_INT32 <= correlation_id < _INT32
+        or (client_id is not None and type(client_id) is not str)
+        or type(body) is not dict or len(body) != _HEARTBEAT_FIELDS
+    ):
+        return None
+    group_id, member_id = body.get("group_id"), body.get("member_id")
+    generation = body.get("generation_id")
+    if (
+        type(group_id) is not str or type(member_id) is not str
+        or type(generation) is not int or not -_INT32 <= generation < _INT32
+    ):
+        return None
+    return correlation_id, client_id, group_id, member_id, generation
 
 
 def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:

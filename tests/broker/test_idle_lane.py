@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 
 import msgpack
 import pytest
+import trio
+import trio.testing
 
-from broker.idle_lane import IdleLane, Turn
+from broker.idle_lane import GATHER_S, IdleLane, Turn
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import encode_frame
@@ -94,6 +96,28 @@ def test_requests_a_pass_had_no_time_for_are_answered_in_the_next_before_new_one
     for _ in range(6):
         lane.serve_ready()
     assert served == [0, 0, 0, 0]  # its socket read once, then three turns for its backlog
+
+
+async def test_a_pass_that_served_everything_ready_gathers_before_the_next(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """Woken for each readable socket, the lane paid a pass of trio's scheduler for every
+    heartbeat or two: after a pass that served all that was ready, it waits ``GATHER_S`` and
+    serves what became readable meanwhile in one pass."""
+    turns = [0.0]
+    lane = IdleLane(turn_s=1.0, clock=lambda: turns[0])
+    served: list[int] = []
+    busy = _Busy(0, served, turns)  # readable again the moment it is answered
+    lane.add(busy.lane_side.fileno(), busy)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lane.run)
+            await trio.sleep(10.5 * GATHER_S)
+            lane.discard(busy.lane_side.fileno())
+            lane.close()
+    finally:
+        busy.lane_side.close()
+        busy.client_side.close()
+    assert len(served) == 11  # at once, then one pass every GATHER_S
 
 
 def _join(client: RawClient, group: str) -> tuple[str, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.apis import REGISTRY, Api, ApiKey
 from protocol.errors import (
@@ -18,6 +20,7 @@ from protocol.framing import FrameDecoder
 from protocol.messageset import decode_messages, encode_message_set
 from protocol.wire import (
     RequestDecodeError,
+    decode_heartbeat,
     decode_request,
     decode_response_body,
     decode_response_envelope,
@@ -157,6 +160,75 @@ def test_an_error_code_answer_is_the_response_encoders_byte_for_byte(correlation
     for code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.UNKNOWN_MEMBER_ID):
         assert encode_error_code_response(correlation_id, code) == encode_response(
             correlation_id, {"error_code": int(code), "error_message": None})
+
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.sampled_from([2**31 - 1, -(2**31)]),
+    st.text(max_size=8), st.binary(max_size=4), st.floats(allow_nan=False), st.just([]),
+)
+_HEARTBEAT_BODIES = st.one_of(
+    st.fixed_dictionaries({"group_id": st.text(max_size=8), "member_id": st.text(max_size=8),
+                           "generation_id": st.integers(-(2**31), 2**31 - 1)}),
+    st.dictionaries(st.sampled_from(["group_id", "member_id", "generation_id", "extra"]),
+                    _VALUES, max_size=4),
+    _VALUES,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    key=st.one_of(st.sampled_from([12, 11, 13, True]), _VALUES),
+    version=st.one_of(st.sampled_from([0, 1, -1]), _VALUES),
+    correlation_id=st.one_of(st.integers(-(2**31), 2**31 - 1), _VALUES),
+    client_id=st.one_of(st.none(), st.text(max_size=8), _VALUES),
+    body=_HEARTBEAT_BODIES,
+)
+def test_the_heartbeat_decoder_takes_exactly_the_heartbeats_decode_request_takes(
+    key: Any, version: Any, correlation_id: Any, client_id: Any, body: Any
+) -> None:
+    """The idle lane answers what ``decode_heartbeat`` takes and leaves the rest to the
+    connection's task, which decodes it with ``decode_request``: the two must agree."""
+    payload = pack([key, version, correlation_id, client_id, body])
+    fast = decode_heartbeat(payload)
+    try:
+        request = decode_request(payload)
+    except ProtocolError:
+        assert fast is None
+        return
+    if request.api.key is not ApiKey.HEARTBEAT:
+        assert fast is None
+        return
+    header, body = request.header, request.body
+    assert fast == (header.correlation_id, header.client_id, body["group_id"],
+                    body["member_id"], body["generation_id"])
+
+
+@given(
+    correlation_id=st.integers(-(2**31), 2**31 - 1),
+    client_id=st.one_of(st.none(), st.text(max_size=8)),
+    group_id=st.text(max_size=8), member_id=st.text(max_size=8),
+    generation=st.integers(-(2**31), 2**31 - 1),
+)
+def test_the_heartbeat_decoder_takes_every_heartbeat(
+    correlation_id: int, client_id: str | None, group_id: str, member_id: str, generation: int
+) -> None:
+    frame = encode_request(ApiKey.HEARTBEAT, 0, correlation_id, client_id, {
+        "group_id": group_id, "generation_id": generation, "member_id": member_id})
+    assert decode_heartbeat(frame[4:]) == (correlation_id, client_id, group_id, member_id,
+                                           generation)
+
+
+@given(st.binary(max_size=64))
+def test_the_heartbeat_decoder_never_raises(payload: bytes) -> None:
+    decode_heartbeat(payload)
+
+
+def test_heartbeat_requests_are_three_fields_at_every_version() -> None:
+    """``decode_heartbeat`` checks these three; a version with more needs it changed."""
+    api = REGISTRY[ApiKey.HEARTBEAT]
+    for version in range(api.min_version, api.max_version + 1):
+        names = sorted(f.name for f in api.request.fields_for(version))
+        assert names == ["generation_id", "group_id", "member_id"], version
 
 
 def test_heartbeat_answers_are_an_error_code_at_every_version() -> None:
