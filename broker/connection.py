@@ -438,16 +438,16 @@ class Connection:
             self._sasl is not None and not self._sasl.admits(ApiKey.HEARTBEAT)
         ):
             return None
-        correlation_id, client_id, group_id, member_id, generation = heartbeat
+        header, group_id, member_id, generation = heartbeat
         ctx = self._ctx
         if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, group_id):
             return None
         if self._client is not None:
-            self._client.client_id = client_id
+            self._client.client_id = header.client_id
         code = ctx.groups.heartbeat_now(group_id, member_id, generation)
         if ctx.metrics is not None:
             ctx.metrics.answered("Heartbeat", time.perf_counter() - started, int(code))
-        return encode_error_code_response(correlation_id, code)
+        return encode_error_code_response(header.correlation_id, code)
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

@@ -79,6 +79,9 @@ def encode_request(
     return encode_frame(pack([int(api_key), api_version, correlation_id, client_id, body]))
 
 
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def _header(value: Any) -> RequestHeader | None:
     if not isinstance(value, list) or len(value) != 5:
         return None
@@ -87,7 +90,7 @@ def _header(value: Any) -> RequestHeader | None:
         return None
     if client_id is not None and type(client_id) is not str:
         return None
-    if not -(1 << 31) <= corr < 1 << 31:
+    if not _INT32_MIN <= corr <= _INT32_MAX:
         return None
     return RequestHeader(key, version, corr, client_id)
 
@@ -127,41 +130,37 @@ def decode_request(payload: bytes) -> Request:
     return Request(header, api, body if type(body) is dict else dict(body))
 
 
-_INT32 = 1 << 31
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
 _HEARTBEAT_VERSIONS = range(HEARTBEAT_API.min_version, HEARTBEAT_API.max_version + 1)
 _HEARTBEAT_FIELDS = 3  # group_id, generation_id, member_id: its request at every version
 
 
-def decode_heartbeat(payload: bytes) -> tuple[int, str | None, str, str, int] | None:
-    """A Heartbeat request's ``(correlation_id, client_id, group_id, member_id,
-    generation_id)`` if ``payload`` is one that ``decode_request`` accepts; None for anything
-    else, which ``decode_request`` then decodes or refuses. The same checks without the
-    schema walk: the broker answers 33,000 Heartbeats a second at full size
-    (benchmarks/scale.py), and the walk was most of decoding one."""
+def decode_heartbeat(payload: bytes) -> tuple[RequestHeader, str, str, int] | None:
+    """A Heartbeat request's header, group id, member id and generation id if ``payload`` is
+    one that ``decode_request`` accepts; None for anything else, which ``decode_request`` then
+    decodes or refuses. The same checks without the schema walk: the broker answers 33,000
+    Heartbeats a second at full size (benchmarks/scale.py), and the walk was most of decoding
+    one."""
     try:
         value = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=True)
     except Exception:
         return None
-    if type(value) is not list or len(value) != 5:
-        return None
-    key, version, correlation_id, client_id, body = value
-    if (
-        key != _HEARTBEAT or type(key) is not int
-        or type(version) is not int or version not in _HEARTBEAT_VERSIONS
-        or type(correlation_id) is not int or not -_INT32 <= correlation_id < _INT32
-        or (client_id is not None and type(client_id) is not str)
-        or type(body) is not dict or len(body) != _HEARTBEAT_FIELDS
+    header = _header(value)
+    if header is None or header.api_key != _HEARTBEAT or (
+        header.api_version not in _HEARTBEAT_VERSIONS
     ):
+        return None
+    body = value[4]
+    if type(body) is not dict or len(body) != _HEARTBEAT_FIELDS:
         return None
     group_id, member_id = body.get("group_id"), body.get("member_id")
     generation = body.get("generation_id")
     if (
         type(group_id) is not str or type(member_id) is not str
-        or type(generation) is not int or not -_INT32 <= generation < _INT32
+        or type(generation) is not int or not _INT32_MIN <= generation <= _INT32_MAX
     ):
         return None
-    return correlation_id, client_id, group_id, member_id, generation
+    return header, group_id, member_id, generation
 
 
 def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:

@@ -20,6 +20,7 @@ from protocol.framing import FrameDecoder
 from protocol.messageset import decode_messages, encode_message_set
 from protocol.wire import (
     RequestDecodeError,
+    RequestHeader,
     decode_heartbeat,
     decode_request,
     decode_response_body,
@@ -198,9 +199,8 @@ def test_the_heartbeat_decoder_takes_exactly_the_heartbeats_decode_request_takes
     if request.api.key is not ApiKey.HEARTBEAT:
         assert fast is None
         return
-    header, body = request.header, request.body
-    assert fast == (header.correlation_id, header.client_id, body["group_id"],
-                    body["member_id"], body["generation_id"])
+    body = request.body
+    assert fast == (request.header, body["group_id"], body["member_id"], body["generation_id"])
 
 
 @given(
@@ -214,8 +214,8 @@ def test_the_heartbeat_decoder_takes_every_heartbeat(
 ) -> None:
     frame = encode_request(ApiKey.HEARTBEAT, 0, correlation_id, client_id, {
         "group_id": group_id, "generation_id": generation, "member_id": member_id})
-    assert decode_heartbeat(frame[4:]) == (correlation_id, client_id, group_id, member_id,
-                                           generation)
+    header = RequestHeader(ApiKey.HEARTBEAT, 0, correlation_id, client_id)
+    assert decode_heartbeat(frame[4:]) == (header, group_id, member_id, generation)
 
 
 @given(st.binary(max_size=64))
