@@ -142,8 +142,8 @@ def decode_heartbeat(payload: bytes) -> tuple[RequestHeader, str, str, int] | No
     Heartbeats a second at full size (benchmarks/scale.py), and the walk was most of decoding
     one."""
     try:
-        value = msgpack.unpackb(payload, raw=False, use_list=True, strict_map_key=True)
-    except Exception:
+        value = unpack(payload, "request frame")
+    except ProtocolError:
         return None
     header = _header(value)
     if header is None or header.api_key != _HEARTBEAT or (
