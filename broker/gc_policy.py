@@ -54,7 +54,8 @@ class GcPolicy:
     """``install()`` once at start-up; ``uninstall()`` restores CPython's own behaviour.
 
     With ``background`` (the broker's), a thread of the policy's makes the whole collection
-    when one is due; without it, the next ``gc.collect()`` does (the tests)."""
+    when one is due and a young one every ``YOUNG_EVERY_S``; without it, the next
+    ``gc.collect()`` makes the whole one (the tests)."""
 
     def __init__(self, rss: Callable[[], int] = peak_rss, growth: float = FULL_GROWTH,
                  young: int = YOUNG_THRESHOLD, *, background: bool = True) -> None:
