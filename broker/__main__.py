@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"odradek broker: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    GcPolicy().install()  # collections scan only what is new (broker/gc_policy.py)
+    GcPolicy().install()  # full collections scan only what is new (broker/gc_policy.py)
     # Outside the broker's own signal handling (before it opens the data directory, and after
     # it has closed everything) SIGTERM and SIGINT simply end the process with status 0.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,48 +1,40 @@
-"""The broker's garbage collection policy: a collection scans only what is new.
+"""The broker's garbage collection policy: full collections scan only what is new.
 
-CPython's collections stop the process for a time proportional to the container objects they
-scan. A broker holding 100,000 group members has millions of them: its full collections took
-0.2-0.5 s (up to 1.1 s on a busy machine), every connection's requests waiting that long,
-several times a minute while members heartbeat (docs/performance.md).
+CPython's full (generation 2) collection stops the process for a time proportional to every
+container object alive. A broker holding 100,000 group members has millions of them, and its
+full collections took 0.2-0.5 s (up to 1.1 s on a busy machine) -- every connection's requests
+waited that long, several times a minute while members heartbeat (docs/performance.md).
 
-So the survivors of every collection, young or full, are frozen (``gc.freeze``): the next
-collection scans only the objects made since, and no object is scanned twice. Frozen objects
-are still freed by reference counting the moment nothing refers to them; only garbage cycles
-among them wait. That wait is bounded: once the process's peak RSS has grown by
-``FULL_GROWTH`` since the last collection that scanned everything, the heap is unfrozen and
-scanned (and freed) whole again, by a thread of this policy's -- CPython's own full collections
-wait for a quarter more long-lived objects, which a frozen heap never reports. So a heap of
-steady size pays for the whole scan once, and a growing one each time it has grown by half,
-as CPython itself does with its 25% rule.
+So after each full collection the survivors are frozen (``gc.freeze``): the next ones scan only
+the objects that survived since, a few thousand, not the whole heap. Frozen objects are still
+freed by reference counting the moment nothing refers to them; only garbage cycles among them
+wait. That wait is bounded: once the process's peak RSS has grown by ``FULL_GROWTH`` since the
+last collection that scanned everything, the heap is unfrozen and the next full collection
+scans (and frees) everything again -- so a heap of steady size pays for the whole scan once,
+and a growing one each time it has grown by half, as CPython itself does with its 25% rule.
 
-Freezing only the survivors of full collections was not enough: the young and middle
-generations then held what survived since, and a rebalance of 1,000 groups, replacing members,
-assignments and timer entries with new ones, left 50,000-70,000 young objects alive at each
-young collection -- the threshold counts allocations net of deallocations -- for pauses of
-20-48 ms every half second, and a middle one of 90-150 ms every tenth (benchmarks/scale.py).
-Frozen after each, with young collections every ``YOUNG_THRESHOLD`` new objects, they took
-3-7 ms through a rebalance, and the middle ones found nothing to scan -- but for the first one,
-36.7 ms: between two rebalances the objects made in place of freed ones do not count towards
-the threshold, and piled up. So the policy's thread also collects the young generation every
-``YOUNG_EVERY_S``.
+Young collections start after ``YOUNG_THRESHOLD`` new container objects instead of CPython's
+700. A busy broker always has tens of thousands of young objects alive for a moment -- each
+connection's wait for its next request (coroutines, cancel scopes), trio's stale deadline
+entries -- which every young collection traversed again: at 33,000 heartbeats a second on
+100,000 members (benchmarks/scale.py) that was 17-26 young collections a second, 50-90 ms of
+each second of the broker's one core, with one to three middle-generation pauses of 10-20 ms.
+Almost all of it dies by reference counting, so with the larger threshold the collections
+nearly stop (0-6 ms a second), and a garbage cycle still waits for at most that many
+allocations.
 """
 
 from __future__ import annotations
 
 import gc
 import resource
-import threading
 from collections.abc import Callable
 from typing import Any
 
 #: peak RSS growth since the last whole-heap collection that makes the next one whole again
 FULL_GROWTH = 1.5
 #: new container objects (allocations less deallocations) that start a young collection
-YOUNG_THRESHOLD = 5_000
-#: the longest the young generation goes uncollected (with the policy's thread): objects made in
-#: place of freed ones do not count towards the threshold, and piled up between two rebalances
-#: into a first young collection of 37 ms when one began
-YOUNG_EVERY_S = 0.5
+YOUNG_THRESHOLD = 20_000
 
 
 def peak_rss() -> int:
@@ -51,73 +43,42 @@ def peak_rss() -> int:
 
 
 class GcPolicy:
-    """``install()`` once at start-up; ``uninstall()`` restores CPython's own behaviour.
-
-    With ``background`` (the broker's), a thread of the policy's makes the whole collection
-    when one is due and a young one every ``YOUNG_EVERY_S``; without it, the next
-    ``gc.collect()`` makes the whole one (the tests)."""
+    """``install()`` once at start-up; ``uninstall()`` restores CPython's own behaviour."""
 
     def __init__(self, rss: Callable[[], int] = peak_rss, growth: float = FULL_GROWTH,
-                 young: int = YOUNG_THRESHOLD, *, background: bool = True) -> None:
+                 young: int = YOUNG_THRESHOLD) -> None:
         self._rss = rss
         self._growth = growth
         self._young = young
-        self._background = background
         self._thresholds: tuple[int, int, int] | None = None  # CPython's, while installed
         self._whole_at = 0  # peak RSS after the last collection that scanned the whole heap
         self._frozen = False
-        self._due = threading.Event()  # the heap is unfrozen: scan it whole
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.whole_collections = 0  # collections that scanned everything
+        self.whole_collections = 0  # full collections that scanned everything
 
     def install(self) -> None:
         gc.callbacks.append(self._collected)
         self._thresholds = gc.get_threshold()
         gc.set_threshold(self._young, *self._thresholds[1:])
-        if self._background:
-            self._stopping = False
-            self._thread = threading.Thread(target=self._collect_when_due, daemon=True,
-                                            name="gc-policy")
-            self._thread.start()
 
     def uninstall(self) -> None:
         if self._collected in gc.callbacks:
             gc.callbacks.remove(self._collected)
-        if self._thread is not None:
-            self._stopping = True
-            self._due.set()
-            self._thread.join()
-            self._thread = None
         if self._thresholds is not None:
             gc.set_threshold(*self._thresholds)
             self._thresholds = None
         gc.unfreeze()
         self._frozen = False
-        self._due.clear()
-
-    def _collect_when_due(self) -> None:
-        while True:
-            whole = self._due.wait(YOUNG_EVERY_S)
-            if self._stopping:
-                return
-            if whole:  # nothing is frozen: it scans everything, and clears ``_due``
-                gc.collect()
-            else:
-                gc.collect(0)
 
     def _collected(self, phase: str, info: dict[str, Any]) -> None:
-        if phase != "stop":
+        if phase != "stop" or info["generation"] != 2:
             return
         rss = self._rss()
-        if info["generation"] == 2 and not self._frozen:
+        if not self._frozen:
             self._whole_at = rss
             self.whole_collections += 1
-            self._due.clear()
         if rss >= self._whole_at * self._growth:
             gc.unfreeze()  # the next full collection frees the garbage cycles frozen meanwhile
             self._frozen = False
-            self._due.set()
-        elif not self._due.is_set():
+        else:
             gc.freeze()
             self._frozen = True
