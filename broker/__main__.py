@@ -64,13 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"odradek broker: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
-    GcPolicy().install()  # full collections scan only what is new (broker/gc_policy.py)
+    gc_policy = GcPolicy()  # collections scan only what is new (broker/gc_policy.py)
+    gc_policy.install()
     # Outside the broker's own signal handling (before it opens the data directory, and after
     # it has closed everything) SIGTERM and SIGINT simply end the process with status 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_quietly)
     try:
-        trio.run(partial(run_broker, settings, on_listening=_announce))
+        trio.run(partial(run_broker, settings, on_listening=_announce, gc_policy=gc_policy))
     except Exception as exc:
         cause = _only_cause(exc)
         if not isinstance(cause, StartupError):

@@ -1,27 +1,31 @@
-"""The broker's garbage collection policy: full collections scan only what is new.
+"""The broker's garbage collection policy: a collection scans only what is new.
 
-CPython's full (generation 2) collection stops the process for a time proportional to every
-container object alive. A broker holding 100,000 group members has millions of them, and its
-full collections took 0.2-0.5 s (up to 1.1 s on a busy machine) -- every connection's requests
-waited that long, several times a minute while members heartbeat (docs/performance.md).
+CPython's collections stop the process for a time proportional to the container objects they
+scan. A broker holding 100,000 group members has millions of them: its full collections took
+0.2-0.5 s (up to 1.1 s on a busy machine), every connection's requests waiting that long,
+several times a minute while members heartbeat (docs/performance.md).
 
-So after each full collection the survivors are frozen (``gc.freeze``): the next ones scan only
-the objects that survived since, a few thousand, not the whole heap. Frozen objects are still
-freed by reference counting the moment nothing refers to them; only garbage cycles among them
-wait. That wait is bounded: once the process's peak RSS has grown by ``FULL_GROWTH`` since the
-last collection that scanned everything, the heap is unfrozen and the next full collection
-scans (and frees) everything again -- so a heap of steady size pays for the whole scan once,
-and a growing one each time it has grown by half, as CPython itself does with its 25% rule.
+So the survivors of every collection, young or full, are frozen (``gc.freeze``): the next
+collection scans only the objects made since, and no object is scanned twice. Frozen objects
+are still freed by reference counting the moment nothing refers to them; only garbage cycles
+among them wait. That wait is bounded: once the process's peak RSS has grown by
+``FULL_GROWTH`` since the last collection that scanned everything, the heap is unfrozen and the
+next collection scans (and frees) it whole -- so a heap of steady size pays for the whole scan
+once, and a growing one each time it has grown by half, as CPython itself does with its 25%
+rule.
 
-Young collections start after ``YOUNG_THRESHOLD`` new container objects instead of CPython's
-700. A busy broker always has tens of thousands of young objects alive for a moment -- each
-connection's wait for its next request (coroutines, cancel scopes), trio's stale deadline
-entries -- which every young collection traversed again: at 33,000 heartbeats a second on
-100,000 members (benchmarks/scale.py) that was 17-26 young collections a second, 50-90 ms of
-each second of the broker's one core, with one to three middle-generation pauses of 10-20 ms.
-Almost all of it dies by reference counting, so with the larger threshold the collections
-nearly stop (0-6 ms a second), and a garbage cycle still waits for at most that many
-allocations.
+Freezing only the survivors of full collections was not enough: the young and middle
+generations then held what survived since, and a rebalance of 1,000 groups, replacing members,
+assignments and timer entries with new ones, left 50,000-70,000 young objects alive at each
+young collection -- the threshold counts allocations net of deallocations -- for pauses of
+33-66 ms that freed nothing, and a middle one of 90-150 ms every tenth (benchmarks/scale.py).
+
+The broker's own loop (``run``) makes two collections CPython would not: the whole one when it
+is due, since CPython's full collections wait for a quarter more long-lived objects, which a
+frozen heap never reports; and a young one every ``YOUNG_EVERY_S``, since objects made in place
+of freed ones do not count towards the threshold and piled up between two rebalances into a
+first young collection of 37 ms. Made there, a collection runs the finalizers of what it frees
+on trio's thread, between two task steps, as CPython's own automatic ones do.
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ import resource
 from collections.abc import Callable
 from typing import Any
 
+import trio
+
 #: peak RSS growth since the last whole-heap collection that makes the next one whole again
 FULL_GROWTH = 1.5
 #: new container objects (allocations less deallocations) that start a young collection
-YOUNG_THRESHOLD = 20_000
+YOUNG_THRESHOLD = 5_000
+#: the longest the broker's loop leaves the young generation uncollected
+YOUNG_EVERY_S = 0.5
 
 
 def peak_rss() -> int:
@@ -43,17 +51,21 @@ def peak_rss() -> int:
 
 
 class GcPolicy:
-    """``install()`` once at start-up; ``uninstall()`` restores CPython's own behaviour."""
+    """``install()`` once at start-up; ``uninstall()`` restores CPython's own behaviour.
+    ``run()`` is the broker's task; without it, the next ``gc.collect()`` makes a whole
+    collection that is due."""
 
     def __init__(self, rss: Callable[[], int] = peak_rss, growth: float = FULL_GROWTH,
-                 young: int = YOUNG_THRESHOLD) -> None:
+                 young: int = YOUNG_THRESHOLD, every: float = YOUNG_EVERY_S) -> None:
         self._rss = rss
         self._growth = growth
         self._young = young
+        self._every = every
         self._thresholds: tuple[int, int, int] | None = None  # CPython's, while installed
         self._whole_at = 0  # peak RSS after the last collection that scanned the whole heap
         self._frozen = False
-        self.whole_collections = 0  # full collections that scanned everything
+        self.whole_due = False  # the heap is unfrozen: the next full collection scans it whole
+        self.whole_collections = 0  # collections that scanned everything
 
     def install(self) -> None:
         gc.callbacks.append(self._collected)
@@ -68,17 +80,29 @@ class GcPolicy:
             self._thresholds = None
         gc.unfreeze()
         self._frozen = False
+        self.whole_due = False
+
+    def collect(self) -> None:
+        """The whole heap if its collection is due, else the young generation."""
+        gc.collect(2 if self.whole_due else 0)
+
+    async def run(self) -> None:
+        while True:
+            await trio.sleep(self._every)
+            self.collect()
 
     def _collected(self, phase: str, info: dict[str, Any]) -> None:
-        if phase != "stop" or info["generation"] != 2:
+        if phase != "stop":
             return
         rss = self._rss()
-        if not self._frozen:
+        if info["generation"] == 2 and not self._frozen:
             self._whole_at = rss
             self.whole_collections += 1
+            self.whole_due = False
         if rss >= self._whole_at * self._growth:
             gc.unfreeze()  # the next full collection frees the garbage cycles frozen meanwhile
             self._frozen = False
-        else:
+            self.whole_due = True
+        elif not self.whole_due:
             gc.freeze()
             self._frozen = True

@@ -41,6 +41,7 @@ from broker.cluster.zk_cluster import ZooKeeperCluster
 from broker.cluster.zk_session import ZooKeeperSession
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.gc_policy import GcPolicy
 from broker.group_driver import GroupDriver
 from broker.identity import BrokerIdentity, IdentityError, load_or_create
 from broker.idle_lane import IdleLane
@@ -254,11 +255,13 @@ async def run_broker(
     *,
     on_listening: Callable[[BrokerContext], None],
     clock: Callable[[], float] = time.time,
+    gc_policy: GcPolicy | None = None,
 ) -> None:
-    """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens."""
+    """Run one broker until SIGTERM or SIGINT. ``on_listening`` is called once it listens;
+    ``gc_policy``, installed by the caller, makes its collections from the broker's loop."""
     bound = await bind_port(settings)  # first: a port in use fails before anything is done
     try:
-        await _run_bound(settings, bound, on_listening, clock)
+        await _run_bound(settings, bound, on_listening, clock, gc_policy)
     finally:
         for _, sockets in bound:  # closed already once served; not if the start failed
             for sock in sockets:
@@ -270,6 +273,7 @@ async def _run_bound(
     bound: Bound,
     on_listening: Callable[[BrokerContext], None],
     clock: Callable[[], float],
+    gc_policy: GcPolicy | None,
 ) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         try:
@@ -335,6 +339,8 @@ async def _run_bound(
                 )
                 on_listening(ctx)
                 nursery.start_soon(maintain_logs, ctx)
+                if gc_policy is not None:
+                    nursery.start_soon(gc_policy.run)
                 nursery.start_soon(_obey_signals, signals, server, member)
         finally:
             if metrics is not None:

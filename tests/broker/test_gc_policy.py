@@ -1,6 +1,7 @@
-"""The broker's garbage collection policy (broker/gc_policy.py): after a full collection the
-survivors are frozen, new garbage cycles are still collected, and frozen garbage cycles are
-freed once the peak RSS has grown by half."""
+"""The broker's garbage collection policy (broker/gc_policy.py): after every collection the
+survivors are frozen, new garbage cycles are still collected, frozen garbage cycles are freed
+once the peak RSS has grown by half, and the broker's loop makes a young collection at least
+every ``YOUNG_EVERY_S`` and the whole one when it is due."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+import trio
+import trio.testing
 
-from broker.gc_policy import GcPolicy
+from broker.gc_policy import YOUNG_EVERY_S, GcPolicy
 
 
 class Cyclic:
@@ -70,6 +73,58 @@ def test_frozen_garbage_cycles_are_freed_once_rss_grew_by_half(
     gc.collect()  # notices the growth: unfreezes
     gc.collect()  # scans everything again
     assert frozen() is None and policy.whole_collections == 2
+
+
+def test_survivors_of_a_young_collection_are_frozen_too(policy: GcPolicy) -> None:
+    """The next young or middle collection does not scan them again (a rebalance left
+    50,000-70,000 of them in the young generation)."""
+    gc.collect()
+    kept = Cyclic()
+    frozen = gc.get_freeze_count()
+    gc.collect(0)
+    assert gc.get_freeze_count() > frozen
+    assert not any(kept in gc.get_objects(generation=g) for g in range(3))
+    made_after = garbage_cycle()
+    gc.collect(0)
+    assert made_after() is None and policy.whole_collections == 1
+
+
+async def test_the_broker_loop_collects_the_young_generation_and_the_whole_heap_when_due(
+    rss: Rss, autojump_clock: trio.testing.MockClock
+) -> None:
+    """CPython's own full collections wait for a quarter more long-lived objects, which a
+    frozen heap never reports: the loop makes the whole collection. Its young ones come at
+    least every YOUNG_EVERY_S, however few objects were made."""
+    policy = GcPolicy(rss=rss, growth=1.5, young=1 << 30)  # no automatic collections meanwhile
+    policy.install()
+    collections: list[tuple[float, int]] = []
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            collections.append((trio.current_time(), info["generation"]))
+
+    gc.collect()
+    kept = [Cyclic()]
+    gc.collect(0)
+    frozen = weakref.ref(kept.pop())
+    gc.callbacks.append(timed)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(policy.run)
+            await trio.sleep(YOUNG_EVERY_S * 3.5)
+            assert [at for at, _ in collections] == pytest.approx(
+                [YOUNG_EVERY_S, 2 * YOUNG_EVERY_S, 3 * YOUNG_EVERY_S])
+            assert frozen() is not None and policy.whole_collections == 1
+            rss.value = 150
+            await trio.sleep(YOUNG_EVERY_S)  # notices the growth: unfreezes
+            assert policy.whole_due and frozen() is not None
+            await trio.sleep(YOUNG_EVERY_S)  # scans everything
+            nursery.cancel_scope.cancel()
+    finally:
+        gc.callbacks.remove(timed)
+        policy.uninstall()
+    assert frozen() is None and policy.whole_collections == 2 and not policy.whole_due
+    assert [generation for _, generation in collections] == [0, 0, 0, 0, 2]
 
 
 def test_young_collections_wait_for_more_new_objects_while_installed() -> None:
