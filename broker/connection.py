@@ -38,8 +38,8 @@ bytes in the kernel and pushes back on the sender.
 Between requests a PLAINTEXT or SASL_PLAINTEXT connection on the native listener waits in the
 broker's idle lane (broker/idle_lane.py), once everything it read is answered and its queued
 answers are written: the lane reads it together with every other waiting connection and
-answers its Heartbeats in the same pass (``_answer_now``: decoded, authorized, answered by the
-coordinator at once, counted in the metrics -- what ``_respond`` would do, without an await),
+answers its Heartbeats in the same pass (``_answer_heartbeat``: decoded, authorized, answered by
+the coordinator at once, counted in the metrics -- what ``_respond`` would do, without an await),
 writing the answers straight to the socket. A request read there in part waits there for the
 rest, under its read deadline. Anything else wakes the connection's task, which handles it
 here as described above. Its idle limit then counts from the lane's last read.
@@ -81,11 +81,11 @@ from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, Protocol
 from protocol.framing import FrameDecoder
 from protocol.wire import (
     RequestDecodeError,
-    decode_heartbeat,
     decode_request,
     encode_error_code_response,
     encode_request_error,
     encode_response,
+    parse_heartbeats,
     request_prefix,
 )
 
@@ -110,7 +110,7 @@ class CloseConnection(Exception):
 
 
 class Connection:
-    #: how the requests the idle lane answers begin (``_answer_now``); None: it answers none
+    #: how the requests the idle lane answers begin (``_answer_heartbeat``); None: it answers none
     LANE_PREFIX: ClassVar[bytes | None] = request_prefix(ApiKey.HEARTBEAT)
 
     def __init__(self, ctx: BrokerContext, stream: trio.SocketStream, endpoint: Endpoint, *,
@@ -332,7 +332,7 @@ class Connection:
 
     def on_lane_turn(self, until: float) -> Turn:
         """The idle lane's turn for this connection: answer the whole requests at the
-        decoder's front that ``_answer_now`` answers, reading first if there are none, and
+        decoder's front that ``_answer_heartbeat`` answers, reading first if there are none, and
         write the answers straight to the socket. It stays in the lane with a request read in
         part (under the read deadline) or whole ones it had no time for; it leaves if anything
         is for the task -- another request, the end of stream, an answer the socket did not
@@ -405,49 +405,59 @@ class Connection:
             self._release(self._held - self._decoder.buffered)
 
     def _answer_front(self, until: float) -> list[bytes]:
-        """The answers to the whole requests at the decoder's front that ``_answer_now``
+        """The answers to the Heartbeats at the decoder's front that ``_answer_heartbeat``
         answers, in order, ``VISIT_REQUESTS`` at most and until the lane's turn ends at
-        ``until`` (at least one); the first it does not answer is kept in ``_unanswered``, the
-        rest stays in the decoder."""
-        assert self.LANE_PREFIX is not None and self._lane_context is not None
+        ``until`` (at least one). A Heartbeat it does not answer (refused, before a SASL
+        listener's login, or not one ``parse_heartbeats`` takes) is taken into
+        ``_unanswered`` for ``_respond``; the rest stays in the decoder."""
+        assert self._lane_context is not None
         # the authorizer reads the principal from the connection's context variables; without
         # one nothing on this path does, and the switch of context is saved
-        context = self._lane_context if self._ctx.security.authorizer is not None else None
-        answers = []
-        while self._decoder.whole_frame_starts_with(self.LANE_PREFIX):
-            payload = self._decoder.next_frame()
-            assert payload is not None
-            answer = (self._answer_now(payload) if context is None
-                      else context.run(self._answer_now, payload))
-            if answer is None:
-                self._unanswered = payload
-                break
-            answers.append(answer)
-            if len(answers) >= VISIT_REQUESTS or time.perf_counter() >= until:
-                break  # the rest in the lane's next round
+        if self._ctx.security.authorizer is None:
+            return self._answer_heartbeats(until)
+        return self._lane_context.run(self._answer_heartbeats, until)
+
+    def _answer_heartbeats(self, until: float) -> list[bytes]:
+        assert self.LANE_PREFIX is not None
+        decoder = self._decoder
+        answers: list[bytes] = []
+        if self._sasl is None or self._sasl.admits(ApiKey.HEARTBEAT):
+            buffer, start, stop = decoder.front()
+            heartbeats, _ = parse_heartbeats(buffer, start, stop, VISIT_REQUESTS)
+            taken = start
+            rest_next_round = len(heartbeats) == VISIT_REQUESTS
+            for end, correlation_id, client_id, group_id, member_id, generation in heartbeats:
+                answer = self._answer_heartbeat(correlation_id, client_id, group_id, member_id,
+                                                generation)
+                if answer is None:
+                    rest_next_round = False
+                    break
+                answers.append(answer)
+                taken = end
+                if time.perf_counter() >= until:
+                    rest_next_round = True
+                    break
+            decoder.skip_to(taken)
+            if rest_next_round:
+                return answers
+        if decoder.whole_frame_starts_with(self.LANE_PREFIX):
+            self._unanswered = decoder.next_frame()
         return answers
 
-    def _answer_now(self, payload: bytes) -> bytes | None:
-        """A Heartbeat, answered at once without an await, as ``_respond`` would answer it;
-        None to leave the request to ``_respond`` (anything else, a Heartbeat that
-        ``decode_heartbeat`` does not take or that is refused, a SASL listener before its
-        login)."""
+    def _answer_heartbeat(self, correlation_id: int, client_id: str | None, group_id: str,
+                          member_id: str, generation: int) -> bytes | None:
+        """A Heartbeat's answer, at once and without an await, as ``_respond`` would answer
+        it; None to leave it to ``_respond`` (the authorizer refuses it)."""
         started = time.perf_counter()
-        heartbeat = decode_heartbeat(payload)
-        if heartbeat is None or (
-            self._sasl is not None and not self._sasl.admits(ApiKey.HEARTBEAT)
-        ):
-            return None
-        header, group_id, member_id, generation = heartbeat
         ctx = self._ctx
         if not ctx.security.allowed(ApiKey.HEARTBEAT, ResourceType.GROUP, group_id):
             return None
         if self._client is not None:
-            self._client.client_id = header.client_id
+            self._client.client_id = client_id
         code = ctx.groups.heartbeat_now(group_id, member_id, generation)
         if ctx.metrics is not None:
             ctx.metrics.answered("Heartbeat", time.perf_counter() - started, int(code))
-        return encode_error_code_response(header.correlation_id, code)
+        return encode_error_code_response(correlation_id, code)
 
     async def _receive(self) -> bytes | None:
         """The next bytes from the peer, read into reserved memory; b"" at its end of stream;

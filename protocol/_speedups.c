@@ -1,6 +1,6 @@
 /* The message-set hot paths in C: the producer's encode_records, the broker's scan of v1
- * entries, the consumer's decode of plain v1 messages, and a v2 batch's records, encoded and
- * parsed.
+ * entries, the consumer's decode of plain v1 messages, a v2 batch's records, encoded and
+ * parsed, and the Heartbeats the broker's idle lane answers, parsed and answered.
  *
  * Each function does exactly what the Python function it stands in for does (the Python code
  * stays as the fallback; protocol/speedups.py chooses): the same bytes, the same entries, the
@@ -913,6 +913,275 @@ static PyObject *encode_records_v2(PyObject *self, PyObject *const *args, Py_ssi
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Heartbeats, the requests the broker's idle lane answers: protocol.wire's parse_heartbeats
+ * and encode_error_code_response. The parser takes one canonical form of msgpack only -- the
+ * one our encoder and every msgpack packer write -- and stops at anything else, which the
+ * Python decoder then decodes or refuses: what it takes, it decodes as decode_heartbeat does. */
+
+typedef struct {
+    const unsigned char *p, *end;
+} mp_reader;
+
+/* An integer of any msgpack integer type into *out; 0 (nothing read) for anything else. */
+static int mp_int(mp_reader *r, int64_t *out)
+{
+    if (r->p >= r->end)
+        return 0;
+    unsigned char t = r->p[0];
+    const unsigned char *q = r->p + 1;
+    Py_ssize_t left = r->end - q, size;
+    if (t <= 0x7f || t >= 0xe0) {
+        *out = (int8_t)t; /* a positive fixint is below 0x80: the same value either way */
+        r->p = q;
+        return 1;
+    }
+    switch (t) {
+    case 0xcc: size = 1; break;
+    case 0xcd: size = 2; break;
+    case 0xce: size = 4; break;
+    case 0xcf: size = 8; break;
+    case 0xd0: size = 1; break;
+    case 0xd1: size = 2; break;
+    case 0xd2: size = 4; break;
+    case 0xd3: size = 8; break;
+    default: return 0;
+    }
+    if (left < size)
+        return 0;
+    uint64_t u = 0;
+    for (Py_ssize_t i = 0; i < size; i++)
+        u = (u << 8) | q[i];
+    if (t >= 0xd0) { /* signed: extend from its width */
+        int shift = 64 - 8 * (int)size;
+        *out = shift ? (int64_t)(u << shift) >> shift : (int64_t)u;
+    } else {
+        if (u > (uint64_t)INT64_MAX)
+            return 0; /* beyond every range checked here: the Python decoder refuses it */
+        *out = (int64_t)u;
+    }
+    r->p = q + size;
+    return 1;
+}
+
+/* A str's bytes (not yet checked as UTF-8); 0 for anything else. */
+static int mp_str(mp_reader *r, const char **s, Py_ssize_t *len)
+{
+    if (r->p >= r->end)
+        return 0;
+    unsigned char t = r->p[0];
+    const unsigned char *q = r->p + 1;
+    Py_ssize_t left = r->end - q, n;
+    if (t >= 0xa0 && t <= 0xbf) {
+        n = t & 0x1f;
+    } else if (t == 0xd9 && left >= 1) {
+        n = q[0];
+        q += 1;
+    } else if (t == 0xda && left >= 2) {
+        n = ((Py_ssize_t)q[0] << 8) | q[1];
+        q += 2;
+    } else if (t == 0xdb && left >= 4) {
+        n = (Py_ssize_t)get_u32(q);
+        q += 4;
+    } else {
+        return 0;
+    }
+    if (r->end - q < n)
+        return 0;
+    *s = (const char *)q;
+    *len = n;
+    r->p = q + n;
+    return 1;
+}
+
+static int mp_str_equals(const char *s, Py_ssize_t len, const char *name)
+{
+    return (size_t)len == strlen(name) && memcmp(s, name, (size_t)len) == 0;
+}
+
+/* A str decoded strictly, as msgpack's unpacker decodes one; NULL with no error set if it is
+ * not UTF-8 (the Python decoder then refuses it). */
+static PyObject *mp_decode_str(const char *s, Py_ssize_t len)
+{
+    PyObject *str = PyUnicode_DecodeUTF8(s, len, NULL);
+    if (str == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        PyErr_Clear();
+    return str;
+}
+
+#define IN_INT32(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)
+
+/* One Heartbeat's payload, d[0:n]: a new (end, correlation_id, client_id, group_id,
+ * member_id, generation_id) tuple, or NULL -- with an error set only if Python failed. */
+static PyObject *heartbeat_item(const unsigned char *d, Py_ssize_t n, Py_ssize_t end,
+                                int64_t api_key, int64_t min_version, int64_t max_version)
+{
+    mp_reader r = {d, d + n};
+    int64_t version, corr, generation = 0;
+    const char *client = NULL, *group = NULL, *member = NULL, *s;
+    Py_ssize_t client_len = 0, group_len = 0, member_len = 0, len;
+    int nil_client = 0, have_generation = 0;
+    /* an array of five, the API key a positive fixint: how our encoder begins a Heartbeat */
+    if (n < 2 || d[0] != 0x95 || api_key < 0 || api_key > 0x7f || d[1] != api_key)
+        return NULL;
+    r.p += 2;
+    if (!mp_int(&r, &version) || version < min_version || version > max_version)
+        return NULL;
+    if (!mp_int(&r, &corr) || !IN_INT32(corr))
+        return NULL;
+    if (r.p < r.end && r.p[0] == 0xc0) {
+        nil_client = 1;
+        r.p++;
+    } else if (!mp_str(&r, &client, &client_len)) {
+        return NULL;
+    }
+    if (r.p >= r.end || r.p[0] != 0x83) /* a map of exactly the three fields */
+        return NULL;
+    r.p++;
+    for (int i = 0; i < 3; i++) {
+        if (!mp_str(&r, &s, &len))
+            return NULL;
+        if (mp_str_equals(s, len, "group_id") && group == NULL) {
+            if (!mp_str(&r, &group, &group_len))
+                return NULL;
+        } else if (mp_str_equals(s, len, "member_id") && member == NULL) {
+            if (!mp_str(&r, &member, &member_len))
+                return NULL;
+        } else if (mp_str_equals(s, len, "generation_id") && !have_generation) {
+            if (!mp_int(&r, &generation) || !IN_INT32(generation))
+                return NULL;
+            have_generation = 1;
+        } else {
+            return NULL;
+        }
+    }
+    if (r.p != r.end) /* extra data: msgpack's unpacker refuses the payload */
+        return NULL;
+    PyObject *client_id = nil_client ? Py_NewRef(Py_None) : mp_decode_str(client, client_len);
+    if (client_id == NULL)
+        return NULL;
+    PyObject *group_id = mp_decode_str(group, group_len);
+    PyObject *member_id = group_id == NULL ? NULL : mp_decode_str(member, member_len);
+    if (member_id == NULL) {
+        Py_DECREF(client_id);
+        Py_XDECREF(group_id);
+        return NULL;
+    }
+    return Py_BuildValue("(nLNNNL)", end, (long long)corr, client_id, group_id, member_id,
+                         (long long)generation);
+}
+
+/* parse_heartbeats(buf, start, stop, limit, api_key, min_version, max_version):
+ * ([(end, correlation_id, client_id, group_id, member_id, generation_id), ...], end) for the
+ * whole frames in buf[start:stop], up to limit, that are Heartbeats in the canonical form. */
+static PyObject *parse_heartbeats(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "parse_heartbeats takes 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t nums[6];
+    for (int i = 0; i < 6; i++) {
+        nums[i] = PyNumber_AsSsize_t(args[i + 1], PyExc_OverflowError);
+        if (nums[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_ssize_t pos = nums[0], stop = nums[1], limit = nums[2];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (pos < 0 || stop > view.len || pos > stop) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "parse_heartbeats: start and stop out of the buffer");
+        return NULL;
+    }
+    PyObject *items = PyList_New(0);
+    const unsigned char *d = (const unsigned char *)view.buf;
+    while (items != NULL && PyList_GET_SIZE(items) < limit && stop - pos >= 4) {
+        Py_ssize_t length = (Py_ssize_t)get_u32(d + pos);
+        if (length > stop - pos - 4)
+            break;
+        PyObject *item = heartbeat_item(d + pos + 4, length, pos + 4 + length, nums[3],
+                                        nums[4], nums[5]);
+        if (item == NULL) {
+            if (PyErr_Occurred())
+                Py_CLEAR(items);
+            break;
+        }
+        int failed = PyList_Append(items, item);
+        Py_DECREF(item);
+        if (failed)
+            Py_CLEAR(items);
+        else
+            pos += 4 + length;
+    }
+    PyBuffer_Release(&view);
+    if (items == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", items, pos);
+}
+
+/* encode_error_code_response's frame: the envelope [correlation_id, body] with ``body`` packed
+ * already, the correlation id packed as msgpack's packer packs an int (its smallest form). */
+static PyObject *error_code_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "error_code_response takes an int and bytes");
+        return NULL;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(args[0], &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    uint64_t above = 0; /* a value past int64's: uint64, as msgpack packs it */
+    if (overflow > 0) {
+        above = PyLong_AsUnsignedLongLong(args[0]);
+        if (above == (uint64_t)-1 && PyErr_Occurred())
+            return NULL;
+    } else if (overflow < 0) {
+        PyErr_SetString(PyExc_OverflowError, "error_code_response: an int below int64");
+        return NULL;
+    }
+    unsigned char head[9];
+    Py_ssize_t h;
+    if (v >= 0 || overflow > 0) {
+        uint64_t u = overflow > 0 ? above : (uint64_t)v;
+        if (u <= 0x7f) { head[0] = (unsigned char)u; h = 1; }
+        else if (u <= 0xff) { head[0] = 0xcc; h = 2; }
+        else if (u <= 0xffff) { head[0] = 0xcd; h = 3; }
+        else if (u <= 0xffffffffu) { head[0] = 0xce; h = 5; }
+        else { head[0] = 0xcf; h = 9; }
+        if (h > 1)
+            for (Py_ssize_t i = h - 1; i >= 1; i--, u >>= 8)
+                head[i] = (unsigned char)(u & 0xff);
+    } else {
+        uint64_t u = (uint64_t)v;
+        if (v >= -32) { head[0] = (unsigned char)(int8_t)v; h = 1; }
+        else if (v >= -128) { head[0] = 0xd0; h = 2; }
+        else if (v >= -32768) { head[0] = 0xd1; h = 3; }
+        else if (v >= INT32_MIN) { head[0] = 0xd2; h = 5; }
+        else { head[0] = 0xd3; h = 9; }
+        if (h > 1)
+            for (Py_ssize_t i = h - 1; i >= 1; i--, u >>= 8)
+                head[i] = (unsigned char)(u & 0xff);
+    }
+    Py_ssize_t body = PyBytes_GET_SIZE(args[1]);
+    Py_ssize_t payload = 1 + h + body;
+    if (payload > 0x7fffffff) {
+        PyErr_SetString(PyExc_ValueError, "error_code_response: body too large");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + payload);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    put_u32(o, (uint32_t)payload);
+    o[4] = 0x92;
+    memcpy(o + 5, head, (size_t)h);
+    memcpy(o + 5 + h, PyBytes_AS_STRING(args[1]), (size_t)body);
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 static PyObject *set_encode_fallback(PyObject *self, PyObject *fn)
 {
@@ -935,6 +1204,10 @@ static PyMethodDef methods[] = {
      "protocol.record_batch._py_parse_records in C."},
     {"encode_records_v2", (PyCFunction)(void (*)(void))encode_records_v2, METH_FASTCALL,
      "protocol.record_batch._py_encode_records in C."},
+    {"parse_heartbeats", (PyCFunction)(void (*)(void))parse_heartbeats, METH_FASTCALL,
+     "protocol.wire._py_parse_heartbeats in C."},
+    {"error_code_response", (PyCFunction)(void (*)(void))error_code_response, METH_FASTCALL,
+     "protocol.wire._py_error_code_response in C."},
     {"set_encode_fallback", set_encode_fallback, METH_O,
      "The Python encode_records, for the records this module does not take."},
     {NULL, NULL, 0, NULL},

@@ -95,14 +95,31 @@ class FrameDecoder:
         if len(buf) < end:
             return None
         payload = bytes(memoryview(buf)[start + 4 : end])  # one copy, not two
+        self._take_to(end)
+        return payload
+
+    def front(self) -> tuple[bytearray, int, int]:
+        """``(buffer, start, stop)``: the frames not yet taken are ``buffer[start:stop]``, for a
+        parser that reads whole frames in place (``skip_to`` then takes them out). Valid until
+        the decoder is next called."""
+        stop = len(self._buf) if self._error_at is None else self._error_at
+        return self._buf, self._start, stop
+
+    def skip_to(self, end: int) -> None:
+        """Take out the frames before ``end``, the end of a whole frame of ``front()``'s."""
+        stop = len(self._buf) if self._error_at is None else self._error_at
+        if not self._start <= end <= stop:
+            raise ValueError(f"skip_to({end}) outside the frames buffered [{self._start}, {stop}]")
+        self._take_to(end)
+
+    def _take_to(self, end: int) -> None:
         self._start = end
-        if end == len(buf) or end > _COMPACT_AFTER:
-            del buf[:end]
+        if end == len(self._buf) or end > _COMPACT_AFTER:
+            del self._buf[:end]
             self._start = 0
             self._unchecked -= end
             if self._error_at is not None:
                 self._error_at -= end
-        return payload
 
     def _check_prefixes(self, data: Chunk) -> int | None:
         """Check every length prefix that ``data`` completes. Return how many bytes of ``data``

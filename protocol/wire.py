@@ -16,6 +16,7 @@ from typing import Any
 
 import msgpack
 
+from protocol import speedups
 from protocol.apis import HEARTBEAT as HEARTBEAT_API
 from protocol.apis import REGISTRY, REQUEST_ERROR, Api, ApiKey
 from protocol.errors import BrokerError, ErrorCode, ProtocolError, SchemaError, error_for
@@ -163,6 +164,62 @@ def decode_heartbeat(payload: bytes) -> tuple[RequestHeader, str, str, int] | No
     return header, group_id, member_id, generation
 
 
+#: a Heartbeat frame as ``parse_heartbeats`` gives it: where it ends in the buffer, its
+#: correlation id and client id, and its group id, member id and generation id
+HeartbeatFrame = tuple[int, int, str | None, str, str, int]
+#: how every Heartbeat our encoder writes begins (``request_prefix``)
+_HEARTBEAT_PREFIX = bytes((0x95, _HEARTBEAT))
+
+
+def _py_parse_heartbeats(
+    buf: bytes | bytearray, start: int, stop: int, limit: int
+) -> tuple[list[HeartbeatFrame], int]:
+    """The Heartbeats that ``decode_heartbeat`` takes among the whole frames of
+    ``buf[start:stop]``, up to ``limit``, that begin as our encoder begins one; and where the
+    frames taken end. It stops at the first frame it does not take."""
+    if not 0 <= start <= stop <= len(buf):
+        raise ValueError("parse_heartbeats: start and stop out of the buffer")
+    frames: list[HeartbeatFrame] = []
+    while len(frames) < limit and stop - start >= 4:
+        (length,) = FRAME_HEADER.unpack_from(buf, start)
+        end = start + 4 + length
+        if end > stop or not buf.startswith(_HEARTBEAT_PREFIX, start + 4):
+            break
+        heartbeat = decode_heartbeat(bytes(memoryview(buf)[start + 4 : end]))
+        if heartbeat is None:
+            break
+        header, group_id, member_id, generation = heartbeat
+        frames.append((end, header.correlation_id, header.client_id, group_id, member_id,
+                       generation))
+        start = end
+    return frames, start
+
+
+def _native_parse_heartbeats(
+    buf: bytes | bytearray, start: int, stop: int, limit: int
+) -> tuple[list[HeartbeatFrame], int]:
+    """``_py_parse_heartbeats`` with the C parser, which takes the canonical msgpack form only:
+    a frame it stops at is decoded in Python, and the C parser goes on after it."""
+    assert speedups.native is not None
+    parse = speedups.native.parse_heartbeats
+    versions = _HEARTBEAT_VERSIONS
+    frames, end = parse(buf, start, stop, limit, _HEARTBEAT, versions.start, versions.stop - 1)
+    while len(frames) < limit:
+        one, after = _py_parse_heartbeats(buf, end, stop, 1)
+        if not one:
+            break
+        frames += one
+        more, end = parse(buf, after, stop, limit - len(frames), _HEARTBEAT, versions.start,
+                          versions.stop - 1)
+        frames += more
+    return frames, end
+
+
+def _py_error_code_response(correlation_id: int, body: bytes) -> bytes:
+    payload = b"".join((_ENVELOPE, pack(correlation_id), body))
+    return FRAME_HEADER.pack(len(payload)) + payload
+
+
 def encode_response(correlation_id: int, body: dict[str, Any]) -> bytes:
     return encode_frame(pack([correlation_id, body]))
 
@@ -180,8 +237,15 @@ def encode_error_code_response(correlation_id: int, code: int) -> bytes:
     """``encode_response(correlation_id, {"error_code": code, "error_message": None})`` byte
     for byte, the body packed once per code: a Heartbeat's answer, 33,000 a second at full
     size (benchmarks/scale.py)."""
-    payload = b"".join((_ENVELOPE, pack(correlation_id), _packed_error_body(code)))
-    return FRAME_HEADER.pack(len(payload)) + payload
+    return _error_code_response(correlation_id, _packed_error_body(code))
+
+
+if speedups.native is None:
+    parse_heartbeats = _py_parse_heartbeats
+    _error_code_response = _py_error_code_response
+else:
+    parse_heartbeats = _native_parse_heartbeats
+    _error_code_response = speedups.native.error_code_response
 
 
 def encode_request_error(correlation_id: int, code: ErrorCode, message: str) -> bytes:

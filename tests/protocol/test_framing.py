@@ -184,3 +184,30 @@ def test_failing_says_next_frame_raises_once_the_frames_before_it_are_taken() ->
     assert decoder.failing
     with pytest.raises(FrameTooLargeError):
         decoder.next_frame()
+
+
+def test_frames_parsed_in_place_are_taken_out_with_skip_to() -> None:
+    decoder = FrameDecoder(max_frame_bytes=16)
+    decoder.receive_data(encode_frame(b"one") + encode_frame(b"two") + encode_frame(b"th"))
+    buffer, start, stop = decoder.front()
+    assert bytes(buffer[start:stop]) == encode_frame(b"one") + encode_frame(b"two") + b"\0\0\0\2th"
+    decoder.skip_to(start + len(encode_frame(b"one")))
+    assert decoder.next_frame() == b"two"
+    decoder.skip_to(decoder.front()[2])  # the last one: the buffer is compacted
+    assert decoder.buffered == 0 and decoder.front()[1:] == (0, 0)
+    decoder.receive_data(encode_frame(b"four"))
+    assert decoder.next_frame() == b"four"
+
+
+def test_front_ends_before_an_oversized_frame_and_skip_to_stays_inside_it() -> None:
+    decoder = FrameDecoder(max_frame_bytes=16)
+    decoder.receive_data(encode_frame(b"one") + frame_header(17))
+    _, start, stop = decoder.front()
+    assert (start, stop) == (0, len(encode_frame(b"one")))
+    for outside in (-1, stop + 1):
+        with pytest.raises(ValueError, match="outside the frames buffered"):
+            decoder.skip_to(outside)
+    decoder.skip_to(stop)
+    assert decoder.failing
+    with pytest.raises(FrameTooLargeError):
+        decoder.next_frame()

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from client.records import ConsumerRecord
+from protocol import wire
+from protocol.apis import ApiKey
 from protocol.entry_scan import _Columns, _py_scan_v1, scan_entries
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
@@ -36,6 +38,7 @@ from protocol.record_batch import Record as V2Record
 from protocol.record_batch import (
     _py_encode_records as _py_encode_records_v2,
 )
+from protocol.wire import encode_request
 from tests.log.message_sets import damaged, message_sets
 
 native = pytest.importorskip("protocol._speedups", reason="the accelerator is not built here")
@@ -501,3 +504,168 @@ def test_encode_records_v2_leaves_nothing_behind() -> None:
     gc.collect()
     assert [sys.getrefcount(o) for o in (key, value)] == refs
     assert sys.getallocatedblocks() - blocks < 500
+
+
+# --------------------------------------------------------------------------------------------
+# parse_heartbeats and error_code_response (protocol.wire)
+
+
+@st.composite
+def mp_int(draw, value: int) -> bytes:
+    """``value`` in any msgpack integer type that holds it."""
+    forms = []
+    if 0 <= value <= 0x7F or -32 <= value < 0:
+        forms.append(value.to_bytes(1, "big", signed=True))
+    for tag, size in ((0xCC, 1), (0xCD, 2), (0xCE, 4), (0xCF, 8)):
+        if 0 <= value < 1 << (8 * size):
+            forms.append(bytes([tag]) + value.to_bytes(size, "big"))
+    for tag, size in ((0xD0, 1), (0xD1, 2), (0xD2, 4), (0xD3, 8)):
+        if -(1 << (8 * size - 1)) <= value < 1 << (8 * size - 1):
+            forms.append(bytes([tag]) + value.to_bytes(size, "big", signed=True))
+    return draw(st.sampled_from(forms))
+
+
+@st.composite
+def mp_str(draw, text: bytes) -> bytes:
+    """``text`` (UTF-8 or not) as any msgpack str type that holds it, or as bin."""
+    n = len(text)
+    forms = [b"\xd9" + n.to_bytes(1, "big"), b"\xda" + n.to_bytes(2, "big"),
+             b"\xdb" + n.to_bytes(4, "big"), b"\xc4" + n.to_bytes(1, "big")]
+    if n < 32:
+        forms.append(bytes([0xA0 | n]))
+    return draw(st.sampled_from(forms)) + text
+
+
+often = st.integers(0, 4).map(bool)  # four times in five
+texts = st.one_of(st.text(max_size=6).map(str.encode), st.binary(max_size=4))
+int32s = st.integers(-(2**31), 2**31 - 1)
+ints = st.one_of(int32s, st.sampled_from([2**31, -(2**31) - 1]), st.integers(-(2**63), 2**64 - 1))
+
+
+@st.composite
+def heartbeat_payloads(draw) -> bytes:
+    """A Heartbeat's payload in any msgpack form, now and then damaged: what either parser
+    may meet."""
+    def value() -> bytes:  # of any type
+        kind = draw(st.sampled_from(["int", "str", "nil", "true"]))
+        if kind == "int":
+            return draw(mp_int(draw(ints)))
+        if kind == "str":
+            return draw(mp_str(draw(texts)))
+        return b"\xc0" if kind == "nil" else b"\xc3"
+
+    def text() -> bytes:  # a str, most often
+        return draw(mp_str(draw(st.text(max_size=6)).encode())) if draw(often) else value()
+
+    def int32(values: st.SearchStrategy[int] = int32s) -> bytes:  # an int32, most often
+        return draw(mp_int(draw(values))) if draw(often) else value()
+
+    fields = draw(st.permutations(["group_id", "member_id", "generation_id"]))
+    if not draw(often):
+        fields = fields[: draw(st.integers(0, 3))] + draw(
+            st.lists(st.sampled_from(["group_id", "extra"]), max_size=2))
+    body = draw(st.sampled_from([bytes([0x80 | len(fields)])] * 3 + [
+        b"\xde" + len(fields).to_bytes(2, "big")]))
+    for name in fields:
+        body += draw(mp_str(name.encode())) if draw(often) else value()
+        body += int32() if name == "generation_id" else text()
+    head = draw(st.sampled_from([b"\x95\x0c"] * 5 + [b"\x95\xcc\x0c", b"\xdc\x00\x05\x0c",
+                                                       b"\x95\x0b", b"\x94\x0c"]))
+    client = b"\xc0" if draw(st.booleans()) else text()
+    payload = head + int32(st.sampled_from([0, 0, 0, 1, -1])) + int32() + client + body
+    if not draw(often):
+        payload += b"\xc0"  # extra data
+    if not draw(often):
+        payload = payload[: draw(st.integers(0, len(payload)))]
+    return payload
+
+
+@st.composite
+def canonical_heartbeats(draw) -> bytes:
+    """A Heartbeat as our encoder writes it, its fields in any order."""
+    fields = {"group_id": draw(st.text(max_size=6)), "member_id": draw(st.text(max_size=40)),
+              "generation_id": draw(int32s)}
+    order = draw(st.permutations(list(fields)))
+    return encode_request(ApiKey.HEARTBEAT, 0, draw(int32s), draw(st.none() | st.text(max_size=6)),
+                          {name: fields[name] for name in order})[4:]
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payloads=st.lists(canonical_heartbeats() | heartbeat_payloads(), max_size=6),
+       data=st.data())
+def test_parse_heartbeats_takes_the_python_heartbeats(payloads, data) -> None:
+    """The C parser takes what the Python one takes, and stops where it stops, or earlier
+    (the Python one goes on from there: ``_native_parse_heartbeats``)."""
+    frames = [len(p).to_bytes(4, "big") + p for p in payloads]
+    buf = bytearray(b"".join(frames))
+    stop = data.draw(st.integers(0, len(buf)))
+    start = data.draw(st.sampled_from([0] + [len(f) for f in frames[:1]]).filter(
+        lambda s: s <= stop))
+    limit = data.draw(st.integers(0, 6))
+    slow = wire._py_parse_heartbeats(buf, start, stop, limit)
+    fast, fast_end = native.parse_heartbeats(buf, start, stop, limit, 12, 0, 0)
+    assert fast == slow[0][: len(fast)]
+    assert fast_end == (fast[-1][0] if fast else start)
+    assert wire._native_parse_heartbeats(buf, start, stop, limit) == slow
+    buf.append(0)  # no buffer export left behind
+
+
+def test_parse_heartbeats_takes_every_canonical_heartbeat_in_c() -> None:
+    frame = encode_request(ApiKey.HEARTBEAT, 0, -7, None, {
+        "member_id": "m-\u00e9", "generation_id": 2**31 - 1, "group_id": ""})
+    buf = frame * 3
+    fast, end = native.parse_heartbeats(buf, 0, len(buf), 10, 12, 0, 0)
+    assert end == len(buf)
+    assert fast == [(len(frame) * i, -7, None, "", "m-\u00e9", 2**31 - 1) for i in (1, 2, 3)]
+
+
+def test_a_heartbeat_the_c_parser_does_not_take_is_decoded_in_python_and_c_goes_on() -> None:
+    canonical = encode_request(ApiKey.HEARTBEAT, 0, 1, None, {
+        "group_id": "g", "generation_id": 1, "member_id": "m"})
+    payload = canonical[4:].replace(b"\x83", b"\xde\x00\x03")  # the body a map16
+    other = len(payload).to_bytes(4, "big") + payload
+    buf = canonical + other + canonical + canonical
+    assert native.parse_heartbeats(buf, 0, len(buf), 10, 12, 0, 0)[1] == len(canonical)
+    frames, end = wire._native_parse_heartbeats(buf, 0, len(buf), 10)
+    assert (frames, end) == wire._py_parse_heartbeats(buf, 0, len(buf), 10)
+    assert len(frames) == 4 and end == len(buf)
+
+
+def test_parse_heartbeats_refuses_bad_arguments() -> None:
+    buf = encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {
+        "group_id": "g", "generation_id": 1, "member_id": "m"})
+    for start, stop in ((-1, len(buf)), (0, len(buf) + 1), (5, 4)):
+        assert outcome(native.parse_heartbeats, buf, start, stop, 1, 12, 0, 0) is ValueError
+        assert outcome(wire._py_parse_heartbeats, buf, start, stop, 1) is ValueError
+    assert outcome(native.parse_heartbeats, "text", 0, 0, 1, 12, 0, 0) is TypeError
+    assert outcome(native.parse_heartbeats, buf, 0, len(buf), 1) is TypeError
+
+
+@given(correlation_id=st.integers(-(2**63), 2**64 - 1), body=st.binary(max_size=40))
+def test_error_code_response_gives_the_python_bytes(correlation_id, body) -> None:
+    assert outcome(native.error_code_response, correlation_id, body) == outcome(
+        wire._py_error_code_response, correlation_id, body)
+
+
+def test_heartbeat_calls_leave_no_memory_or_references_behind() -> None:
+    frame = encode_request(ApiKey.HEARTBEAT, 0, 300, "client", {
+        "group_id": "group", "generation_id": 4, "member_id": "member"})
+    buf = bytearray(frame * 4 + frame[:-1] + b"\xff")  # the last one is not UTF-8
+    body = wire._packed_error_body(27)
+
+    def one_round() -> None:
+        native.parse_heartbeats(buf, 0, len(buf), 10, 12, 0, 0)
+        native.error_code_response(300, body)
+        outcome(native.error_code_response, 300, "text")
+
+    for _ in range(50):
+        one_round()
+    gc.collect()
+    refs = sys.getrefcount(body)
+    blocks = sys.getallocatedblocks()
+    for _ in range(3000):
+        one_round()
+    gc.collect()
+    assert sys.getrefcount(body) == refs
+    assert sys.getallocatedblocks() - blocks < 500
+    buf.append(0)
