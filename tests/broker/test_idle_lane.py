@@ -84,18 +84,21 @@ def test_passes_cut_short_by_their_turn_reach_every_readable_socket_in_turn(
         assert sorted(served[start:start + 4]) == [0, 1, 2, 3], served
 
 
-def test_requests_a_pass_had_no_time_for_are_answered_in_the_next_before_new_ones(
+def test_requests_a_pass_had_no_time_for_are_answered_in_the_next_after_new_ones(
         busy_lane: tuple[IdleLane, list[_Busy], list[int]]) -> None:
     """A connection whose requests are all read (its socket no longer readable) but not all
-    answered stays in the lane and is served first in the next pass."""
+    answered stays in the lane and is served again in the next round, after the connections
+    that have new ones: a quiet connection's one request does not wait behind a backlog."""
     lane, connections, served = busy_lane
-    for connection in connections[1:]:
-        connection.lane_side.recv(1)  # only connection 0 is readable
+    for connection in connections[2:]:
+        connection.lane_side.recv(1)  # only connections 0 and 1 are readable
     connections[0].refill = False
-    connections[0].read_backlog = 3
+    connections[0].read_backlog = 2
     for _ in range(6):
         lane.serve_ready()
-    assert served == [0, 0, 0, 0]  # its socket read once, then three turns for its backlog
+    # each pass answers one: 0 reads its three, then 1 (readable again at once) goes first in
+    # every round, 0's backlog after it
+    assert served == [0, 1, 1, 0, 1, 0], served
 
 
 async def test_a_pass_that_served_everything_ready_gathers_before_the_next(
