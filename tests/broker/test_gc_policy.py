@@ -36,7 +36,7 @@ def rss() -> Iterator[Rss]:
 
 @pytest.fixture
 def policy(rss: Rss) -> Iterator[GcPolicy]:
-    policy = GcPolicy(rss=rss, growth=1.5)
+    policy = GcPolicy(rss=rss, growth=1.5, max_growth=1.5)  # whatever a collection frees
     policy.install()
     yield policy
     policy.uninstall()
@@ -95,7 +95,8 @@ async def test_the_broker_loop_collects_the_young_generation_and_the_whole_heap_
     """CPython's own full collections wait for a quarter more long-lived objects, which a
     frozen heap never reports: the loop makes the whole collection. Its young ones come at
     least every YOUNG_EVERY_S, however few objects were made."""
-    policy = GcPolicy(rss=rss, growth=1.5, young=1 << 30)  # no automatic collections meanwhile
+    # no automatic collections meanwhile, and the growth stays 1.5 whatever a collection frees
+    policy = GcPolicy(rss=rss, growth=1.5, young=1 << 30, max_growth=1.5)
     policy.install()
     collections: list[tuple[float, int]] = []
 
@@ -125,6 +126,33 @@ async def test_the_broker_loop_collects_the_young_generation_and_the_whole_heap_
         policy.uninstall()
     assert frozen() is None and policy.whole_collections == 2 and not policy.whole_due
     assert [generation for _, generation in collections] == [0, 0, 0, 0, 2]
+
+
+def test_whole_collections_that_free_next_to_nothing_wait_for_more_growth(rss: Rss) -> None:
+    """The heap grew with live objects (100,000 members joining): the next whole collection
+    waits for FULL_GROWTH times as much growth, up to the most; one that frees garbage cycles
+    brings it back."""
+    gc.collect()  # no garbage left for the policy's first collection
+    policy = GcPolicy(rss=rss, growth=1.5, max_growth=4.0)
+    policy.install()
+    try:
+        gc.disable()  # the collections here are the test's own
+        grown = []
+        for _ in range(4):
+            gc.collect()  # due: unfreezes
+            gc.collect()  # whole, freeing next to nothing
+            grown.append(policy.growth)
+            rss.value = round(rss.value * policy.growth) + 1
+        assert grown == [2.25, 3.375, 4.0, 4.0]
+        assert policy.whole_collections == 4
+        gc.collect()  # due again: unfreezes
+        garbage = [garbage_cycle() for _ in range(50_000)]  # half the objects it will scan
+        gc.collect()
+        assert all(cycle() is None for cycle in garbage)
+        assert policy.whole_collections == 5 and policy.growth == 1.5
+    finally:
+        gc.enable()
+        policy.uninstall()
 
 
 def test_young_collections_wait_for_more_new_objects_while_installed() -> None:
