@@ -102,15 +102,18 @@ class FrameDecoder:
         """``(buffer, start, stop)``: the frames not yet taken are ``buffer[start:stop]``, for a
         parser that reads whole frames in place (``skip_to`` then takes them out). Valid until
         the decoder is next called."""
-        stop = len(self._buf) if self._error_at is None else self._error_at
-        return self._buf, self._start, stop
+        return self._buf, self._start, self._stop()
 
     def skip_to(self, end: int) -> None:
         """Take out the frames before ``end``, the end of a whole frame of ``front()``'s."""
-        stop = len(self._buf) if self._error_at is None else self._error_at
+        stop = self._stop()
         if not self._start <= end <= stop:
             raise ValueError(f"skip_to({end}) outside the frames buffered [{self._start}, {stop}]")
         self._take_to(end)
+
+    def _stop(self) -> int:
+        """Where the frames that may be taken end: before an oversized one."""
+        return len(self._buf) if self._error_at is None else self._error_at
 
     def _take_to(self, end: int) -> None:
         self._start = end
