@@ -11,6 +11,7 @@ message names the API, version and field; the msgpack library's own exceptions n
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,22 +196,20 @@ def _py_parse_heartbeats(
     return frames, start
 
 
-def _native_parse_heartbeats(
-    buf: bytes | bytearray, start: int, stop: int, limit: int
+def _parse_heartbeats_in_c(
+    parse: Callable[..., tuple[list[HeartbeatFrame], int]],
+    buf: bytes | bytearray, start: int, stop: int, limit: int,
 ) -> tuple[list[HeartbeatFrame], int]:
-    """``_py_parse_heartbeats`` with the C parser, which takes the canonical msgpack form only:
-    a frame it stops at is decoded in Python, and the C parser goes on after it."""
-    assert speedups.native is not None
-    parse = speedups.native.parse_heartbeats
-    versions = _HEARTBEAT_VERSIONS
-    frames, end = parse(buf, start, stop, limit, _HEARTBEAT, versions.start, versions.stop - 1)
+    """``_py_parse_heartbeats`` with the C parser ``parse``, which takes the canonical msgpack
+    form only: a frame it stops at is decoded in Python, and the C parser goes on after it."""
+    low, high = _HEARTBEAT_VERSIONS.start, _HEARTBEAT_VERSIONS.stop - 1
+    frames, end = parse(buf, start, stop, limit, _HEARTBEAT, low, high)
     while len(frames) < limit:
         one, after = _py_parse_heartbeats(buf, end, stop, 1)
         if not one:
             break
         frames += one
-        more, end = parse(buf, after, stop, limit - len(frames), _HEARTBEAT, versions.start,
-                          versions.stop - 1)
+        more, end = parse(buf, after, stop, limit - len(frames), _HEARTBEAT, low, high)
         frames += more
     return frames, end
 
@@ -244,7 +243,7 @@ if speedups.native is None:
     parse_heartbeats = _py_parse_heartbeats
     _error_code_response = _py_error_code_response
 else:
-    parse_heartbeats = _native_parse_heartbeats
+    parse_heartbeats = functools.partial(_parse_heartbeats_in_c, speedups.native.parse_heartbeats)
     _error_code_response = speedups.native.error_code_response
 
 

@@ -595,7 +595,7 @@ def canonical_heartbeats(draw) -> bytes:
        data=st.data())
 def test_parse_heartbeats_takes_the_python_heartbeats(payloads, data) -> None:
     """The C parser takes what the Python one takes, and stops where it stops, or earlier
-    (the Python one goes on from there: ``_native_parse_heartbeats``)."""
+    (the Python one goes on from there: ``_parse_heartbeats_in_c``)."""
     frames = [len(p).to_bytes(4, "big") + p for p in payloads]
     buf = bytearray(b"".join(frames))
     stop = data.draw(st.integers(0, len(buf)))
@@ -606,7 +606,7 @@ def test_parse_heartbeats_takes_the_python_heartbeats(payloads, data) -> None:
     fast, fast_end = native.parse_heartbeats(buf, start, stop, limit, 12, 0, 0)
     assert fast == slow[0][: len(fast)]
     assert fast_end == (fast[-1][0] if fast else start)
-    assert wire._native_parse_heartbeats(buf, start, stop, limit) == slow
+    assert wire._parse_heartbeats_in_c(native.parse_heartbeats, buf, start, stop, limit) == slow
     buf.append(0)  # no buffer export left behind
 
 
@@ -626,7 +626,7 @@ def test_a_heartbeat_the_c_parser_does_not_take_is_decoded_in_python_and_c_goes_
     other = len(payload).to_bytes(4, "big") + payload
     buf = canonical + other + canonical + canonical
     assert native.parse_heartbeats(buf, 0, len(buf), 10, 12, 0, 0)[1] == len(canonical)
-    frames, end = wire._native_parse_heartbeats(buf, 0, len(buf), 10)
+    frames, end = wire._parse_heartbeats_in_c(native.parse_heartbeats, buf, 0, len(buf), 10)
     assert (frames, end) == wire._py_parse_heartbeats(buf, 0, len(buf), 10)
     assert len(frames) == 4 and end == len(buf)
 
