@@ -169,7 +169,7 @@ def decode_heartbeat(payload: bytes) -> tuple[RequestHeader, str, str, int] | No
 #: correlation id and client id, and its group id, member id and generation id
 HeartbeatFrame = tuple[int, int, str | None, str, str, int]
 #: how every Heartbeat our encoder writes begins (``request_prefix``)
-_HEARTBEAT_PREFIX = bytes((0x95, _HEARTBEAT))
+_HEARTBEAT_PREFIX = request_prefix(ApiKey.HEARTBEAT)
 
 
 def _py_parse_heartbeats(
@@ -204,7 +204,7 @@ def _parse_heartbeats_in_c(
     form only: a frame it stops at is decoded in Python, and the C parser goes on after it."""
     low, high = _HEARTBEAT_VERSIONS.start, _HEARTBEAT_VERSIONS.stop - 1
     frames, end = parse(buf, start, stop, limit, _HEARTBEAT, low, high)
-    while len(frames) < limit:
+    while len(frames) < limit and end < stop:  # a frame there that C did not take
         one, after = _py_parse_heartbeats(buf, end, stop, 1)
         if not one:
             break
