@@ -80,6 +80,7 @@ from protocol.apis import ApiKey
 from protocol.errors import BrokerError, ErrorCode, FrameTooLargeError, ProtocolError
 from protocol.framing import FrameDecoder
 from protocol.wire import (
+    HeartbeatFrame,
     RequestDecodeError,
     decode_request,
     encode_error_code_response,
@@ -339,14 +340,20 @@ class Connection:
         take whole, no request memory to spare."""
         if self._ctx.stopping:
             return Turn.LEAVE
-        if not self._decoder.whole_frame_starts_with(b""):
-            turn = self._lane_read()
-            if turn is not None:
-                return turn
+        decoder = self._decoder
         try:
-            answers = self._answer_front(until)
+            if decoder.whole_frame_starts_with(b""):
+                answers = self._answer_decoded(until)
+            else:
+                data = self._lane_read()
+                if isinstance(data, Turn):
+                    return data
+                answers = self._answer_read(data, until)
+        except FrameTooLargeError as exc:  # before any answer: the decoder takes bytes first
+            self._lane_failure = CloseConnection(str(exc))
+            return Turn.LEAVE
         finally:
-            self._release(self._held - self._decoder.buffered)
+            self._release(self._held - decoder.buffered)
         if answers:
             assert self._writer is not None
             try:
@@ -357,7 +364,6 @@ class Connection:
             if left:
                 self._writer.put_nowait(left)  # the writer waits for the socket, in order
                 return Turn.LEAVE
-        decoder = self._decoder
         if self._unanswered is not None or decoder.failing:
             return Turn.LEAVE
         if decoder.whole_frame_starts_with(b""):  # the turn ended, or another request is next
@@ -374,9 +380,10 @@ class Connection:
                 self._waiting_scope.deadline = deadline
         return Turn.WAIT
 
-    def _lane_read(self) -> Turn | None:
-        """Read what the socket has into the decoder; what the lane is to do if nothing was
-        read (None: something was)."""
+    def _lane_read(self) -> bytes | Turn:
+        """What the socket has, read into request memory reserved for it (``_held``: the
+        caller releases what the decoder does not keep); what the lane is to do if nothing was
+        read."""
         if not self._pool.try_reserve_spare(self._read_ahead):
             # bytes are waiting and no read-ahead is to spare: the task reserves what it must
             # (waiting for room if need be), and the request's read deadline starts now
@@ -388,61 +395,77 @@ class Connection:
         except trio.BrokenResourceError as exc:
             self._lane_failure = exc
             data = b""
-        try:
-            if data is None:
-                return Turn.WAIT  # nothing there after all
-            if not data:
-                self._lane_eof = self._lane_failure is None
-                return Turn.LEAVE
-            self._last_read = trio.current_time()
-            try:
-                self._decoder.receive_data(data)
-            except FrameTooLargeError as exc:
-                self._lane_failure = CloseConnection(str(exc))
-                return Turn.LEAVE
-            return None
-        finally:
-            self._release(self._held - self._decoder.buffered)
+        if data is None:
+            return Turn.WAIT  # nothing there after all
+        if not data:
+            self._lane_eof = self._lane_failure is None
+            return Turn.LEAVE
+        self._last_read = trio.current_time()
+        return data
 
-    def _answer_front(self, until: float) -> list[bytes]:
-        """The answers to the Heartbeats at the decoder's front that ``_answer_heartbeat``
-        answers, in order, ``VISIT_REQUESTS`` at most and until the lane's turn ends at
-        ``until`` (at least one). A Heartbeat it does not answer (refused, before a SASL
-        listener's login, or not one ``parse_heartbeats`` takes) is taken into
-        ``_unanswered`` for ``_respond``; the rest stays in the decoder."""
-        assert self._lane_context is not None
-        # the authorizer reads the principal from the connection's context variables; without
-        # one nothing on this path does, and the switch of context is saved
-        if self._ctx.security.authorizer is None:
-            return self._answer_heartbeats(until)
-        return self._lane_context.run(self._answer_heartbeats, until)
-
-    def _answer_heartbeats(self, until: float) -> list[bytes]:
-        assert self.LANE_PREFIX is not None
+    def _answer_read(self, data: bytes, until: float) -> list[bytes]:
+        """The answers to what a read brought, and the rest kept in the decoder. A read of
+        whole Heartbeats only (a quiet connection's one) is answered from the bytes read: the
+        decoder is not asked."""
         decoder = self._decoder
-        answers: list[bytes] = []
-        if self._sasl is None or self._sasl.admits(ApiKey.HEARTBEAT):
-            buffer, start, stop = decoder.front()
-            heartbeats, _ = parse_heartbeats(buffer, start, stop, VISIT_REQUESTS)
-            taken = start
-            rest_next_round = len(heartbeats) == VISIT_REQUESTS
-            for end, correlation_id, client_id, group_id, member_id, generation in heartbeats:
-                answer = self._answer_heartbeat(correlation_id, client_id, group_id, member_id,
-                                                generation)
-                if answer is None:
-                    rest_next_round = False
-                    break
-                answers.append(answer)
-                taken = end
-                if time.perf_counter() >= until:
-                    rest_next_round = True
-                    break
-            decoder.skip_to(taken)
-            if rest_next_round:
-                return answers
-        if decoder.whole_frame_starts_with(self.LANE_PREFIX):
+        if decoder.buffered:  # the rest of a request read in part
+            decoder.receive_data(data)
+            return self._answer_decoded(until)
+        heartbeats, end = parse_heartbeats(data, 0, len(data), VISIT_REQUESTS)
+        if end < len(data):  # more than whole Heartbeats, or more than a turn's
+            decoder.receive_data(data)
+            return self._answer_decoded(until)
+        answers, taken, later = self._answer(heartbeats, 0, until)
+        if taken < end:  # whole Heartbeats left: none of them can raise
+            decoder.receive_data(memoryview(data)[taken:])
+            if not later:  # refused: the task answers it
+                self._unanswered = decoder.next_frame()
+        return answers
+
+    def _answer_decoded(self, until: float) -> list[bytes]:
+        """The answers to the Heartbeats at the decoder's front; one ``_answer`` left to the
+        task, or one ``parse_heartbeats`` does not take, is taken into ``_unanswered`` for
+        ``_respond``."""
+        decoder = self._decoder
+        buffer, start, stop = decoder.front()
+        heartbeats, _ = parse_heartbeats(buffer, start, stop, VISIT_REQUESTS)
+        answers, taken, later = self._answer(heartbeats, start, until)
+        decoder.skip_to(taken)
+        assert self.LANE_PREFIX is not None
+        if not later and decoder.whole_frame_starts_with(self.LANE_PREFIX):
             self._unanswered = decoder.next_frame()
         return answers
+
+    def _answer(self, heartbeats: list[HeartbeatFrame], start: int,
+                until: float) -> tuple[list[bytes], int, bool]:
+        """The answers to ``heartbeats`` (``parse_heartbeats``'s, from ``start``) in order,
+        until the lane's turn ends at ``until`` (one at least), or one ``_answer_heartbeat``
+        leaves to the task (refused, or before a SASL listener's login); where the answered
+        ones end; and whether the rest stays in the lane (the turn ended, or a whole
+        ``VISIT_REQUESTS`` was answered) rather than going to the task."""
+        if self._sasl is not None and not self._sasl.admits(ApiKey.HEARTBEAT):
+            return [], start, False
+        if self._ctx.security.authorizer is None:
+            return self._answer_each(heartbeats, start, until)
+        # the authorizer reads the principal from the connection's context variables; without
+        # one nothing on this path does, and the switch of context is saved
+        assert self._lane_context is not None
+        return self._lane_context.run(self._answer_each, heartbeats, start, until)
+
+    def _answer_each(self, heartbeats: list[HeartbeatFrame], start: int,
+                     until: float) -> tuple[list[bytes], int, bool]:
+        answers: list[bytes] = []
+        taken = start
+        for end, correlation_id, client_id, group_id, member_id, generation in heartbeats:
+            answer = self._answer_heartbeat(correlation_id, client_id, group_id, member_id,
+                                            generation)
+            if answer is None:
+                return answers, taken, False
+            answers.append(answer)
+            taken = end
+            if time.perf_counter() >= until:
+                return answers, taken, True
+        return answers, taken, len(heartbeats) == VISIT_REQUESTS
 
     def _answer_heartbeat(self, correlation_id: int, client_id: str | None, group_id: str,
                           member_id: str, generation: int) -> bytes | None:

@@ -6,6 +6,7 @@ the idle limit counted from the last request, not from when the connection parke
 from __future__ import annotations
 
 import socket
+import struct
 import time
 from collections.abc import Callable, Iterator
 
@@ -176,6 +177,32 @@ def test_heartbeats_sent_with_other_requests_are_answered_once_each_in_order(
         for correlation_id in range(200, 210):
             client.sock.sendall(_heartbeat("lane", member, generation, correlation_id))
             assert client.receive() == (correlation_id, {"error_code": 0, "error_message": None})
+    assert "lane_failed" not in broker.log_text()
+
+
+def test_heartbeats_read_with_part_of_the_next_or_an_oversized_frame_are_answered(
+        make_broker: Callable[..., BrokerProcess]) -> None:
+    """The lane answers a read of whole Heartbeats from the bytes read; one that ends in part
+    of a frame goes to the decoder, which keeps the part for the next read, and one that ends
+    in an oversized length prefix has its Heartbeats answered before the connection is
+    closed, as the handler's path answers the requests before such a frame."""
+    broker = make_broker(settings=QUICK)
+    with RawClient(broker.address) as client:
+        member, generation = _join(client, "parts")
+        for correlation_id in range(3):  # one at a time: the connection waits in the lane
+            client.sock.sendall(_heartbeat("parts", member, generation, correlation_id))
+            assert client.receive() == (correlation_id, {"error_code": 0, "error_message": None})
+        split = _heartbeat("parts", member, generation, 5)
+        client.sock.sendall(_heartbeat("parts", member, generation, 3)
+                            + _heartbeat("parts", member, generation, 4) + split[:9])
+        assert [client.receive()[0] for _ in range(2)] == [3, 4]
+        client.sock.sendall(split[9:])
+        assert client.receive() == (5, {"error_code": 0, "error_message": None})
+        client.sock.sendall(_heartbeat("parts", member, generation, 6)
+                            + struct.pack(">I", 0xFFFFFFFF))
+        assert client.receive() == (6, {"error_code": 0, "error_message": None})
+        assert client.closed_by_broker()
+    assert "exceeds max_frame_bytes" in broker.log_text()
     assert "lane_failed" not in broker.log_text()
 
 
