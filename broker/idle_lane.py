@@ -13,7 +13,7 @@ waits on that set; when sockets are readable it lets each connection read and an
 same pass, the requests that are answered at once with no await (a Heartbeat; see
 ``Connection.on_lane_turn``) and write the answers straight to the socket. A connection stays
 in the lane while that is all it gets: a request read in part waits there for the rest (under
-its read deadline), and whole requests its turn had no time for are answered in the next round.
+its read deadline), and whole requests its turn had no time for wait in its backlog.
 Anything else -- another request, the peer's end of stream, a write that did not go whole, no
 request memory to spare -- hands the connection back to its task, which carries on as before,
 with every deadline and bound in place. The parked task's idle deadline is checked against the
@@ -23,19 +23,25 @@ The lane waits ``GATHER_S`` (1 ms) after a pass that served everything ready bef
 again, so the heartbeats of many connections share one pass: woken for each readable socket,
 it paid a pass of trio's scheduler for every heartbeat or two.
 
-The lane's passes are fair: a pass that its turn cut short (``LANE_TURN_S``) leaves the
-connections it did not reach to go first in the next one. epoll alone is not fair: it reports a
-socket that stays readable in the place it had, so the sockets at the front of its list --
-answered, then written to again by their clients -- were served in every pass, and at full load
-(1,000 groups rebalancing beside 100,000 heartbeating members) the ones behind them waited for
-seconds. Nor may a connection leave the lane for a partial request or for want of a turn: its
-task, woken, waits for a turn of trio's scheduler for each request it reads, and a busy
-connection that had left could not come back while requests kept arriving.
+The lane is fair. Every socket that epoll reports readable is served once before epoll is asked
+again: epoll alone reports a socket that stays readable in the place it had, so the sockets at
+the front of its list -- answered, then written to again by their clients -- were served in
+every pass, and at full load (1,000 groups rebalancing beside 100,000 heartbeating members) the
+ones behind them waited for seconds. A pass that its turn (``LANE_TURN_S``) cut short leaves the
+rest to the next one. Nor may a connection leave the lane for a partial request or for want of
+a turn: its task, woken, waits for a turn of trio's scheduler for each request it reads, and a
+busy connection that had left could not come back while requests kept arriving.
 
-A round serves the readable connections first and the ones the last round left requests to
-after them: at the start of a rebalance of 1,000 groups, 9,000 Heartbeats arrive at once, 100
-on each of 90 connections, and a quiet connection's one Heartbeat then waited for those
-connections' turns in every round (docs/performance.md).
+A connection with whole requests left after its turn (``VISIT_REQUESTS`` at most) goes to the
+backlog, and out of the epoll set until it has answered them: the backlog is served in turn
+once the readable sockets are, and epoll is asked again after ``BACKLOG_S`` of it. So a new
+request waits for that much of other connections' old ones at most: at the start of a
+rebalance of 1,000 groups, 9,000 Heartbeats arrive at once, 100 on each of 90 connections, and
+served in rounds -- the readable sockets, then a turn for each connection with a backlog -- a
+quiet connection's one Heartbeat waited for all 90 turns in every round (docs/performance.md).
+Out of the set, a connection with a backlog costs epoll nothing: asked that often with 1,000
+connections in the set, each with 64 requests in flight, epoll reported nearly every one of
+them each time, and the lane answered 45,000-62,000 heartbeats/s, against 86,000-118,000.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ import contextlib
 import enum
 import select
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 import structlog
@@ -56,14 +63,17 @@ log = structlog.get_logger(__name__)
 #: how long one pass of the lane answers before it lets other tasks run: about 40 heartbeats.
 #: The connections it did not get to are served first in the next pass
 LANE_TURN_S = 0.001
-#: the most requests one connection has answered in one turn of a round: one with a backlog
-#: (a hundred members told at once to rejoin) is served over rounds, between the others
+#: the most requests one connection answers in one turn: one with a backlog (a hundred members
+#: told at once to rejoin) is served over many turns, between the others
 VISIT_REQUESTS = 4
 #: how long the lane waits after a pass that served everything ready before it looks again: the
 #: sockets that become readable meanwhile are served in one pass. Woken for each socket, the
 #: lane cost a pass of trio's scheduler, an epoll re-arm and a poll of its own set for every
 #: heartbeat or two: at 22,000 heartbeats a second that was a third of the broker's core
 GATHER_S = 0.001
+#: how much of the backlog the lane serves before it asks epoll for readable sockets again:
+#: how long a new request waits for other connections' old ones
+BACKLOG_S = 0.0005
 #: how long a connection's task serves the lane between two requests on its own path: the
 #: Heartbeats waiting go first, before more of the other requests (a rebalance's JoinGroups)
 BETWEEN_REQUESTS_TURN_S = 0.02
@@ -73,7 +83,7 @@ class Turn(enum.Enum):
     """What a connection asks of the lane after its turn."""
 
     WAIT = "wait"  # answered what it had: served again when its socket is readable
-    AGAIN = "again"  # whole requests left: served again in the lane's next round
+    AGAIN = "again"  # whole requests left: in the backlog, served again in its turn
     LEAVE = "leave"  # something for its task: handed back
 
 
@@ -92,11 +102,10 @@ class IdleLane:
         self._waiting: dict[int, LaneConnection] = {}
         self._turn_s = turn_s
         self._clock = clock  # the turn's clock; the connections are told when it ends on it
-        # a round serves every connection with something to answer once, over as many passes
-        # as it takes: the ones this round has not reached yet, and the ones it left requests
-        # to, which end the next round
-        self._behind: list[int] = []
-        self._again: list[int] = []
+        self._readable: deque[int] = deque()  # as epoll reported them, not served yet
+        self._backlog: deque[int] = deque()  # left whole requests: out of the epoll set
+        self._backlog_left = 0.0  # of BACKLOG_S, before epoll is asked again
+        self._events: dict[int, int] = {}  # what epoll watches each socket for
         self._scope = trio.CancelScope()
         self._serving = False  # in serve_ready: a connection it calls must not call it again
 
@@ -106,8 +115,10 @@ class IdleLane:
             return
         self._epoll.register(fd, select.EPOLLIN)
         self._waiting[fd] = connection
+        self._events[fd] = select.EPOLLIN
 
     def discard(self, fd: int) -> None:
+        self._events.pop(fd, None)
         if self._waiting.pop(fd, None) is not None:
             with contextlib.suppress(OSError, ValueError):  # closed already: epoll dropped it
                 self._epoll.unregister(fd)
@@ -133,7 +144,7 @@ class IdleLane:
     async def _serve(self) -> None:
         while True:
             served = self.serve_ready()
-            if self._behind or self._again:
+            if self._readable or self._backlog:
                 await trio.lowlevel.checkpoint()  # a pass cut short: the other tasks' turn first
             elif served:
                 await trio.sleep(GATHER_S)  # then serve what became readable meanwhile
@@ -150,53 +161,53 @@ class IdleLane:
             return False
         self._serving = True
         until = self._clock() + (self._turn_s if turn_s is None else turn_s)
+        served = False
         try:
-            served = self._serve_part(until)
-            # a round through with time to spare: the next one, while anything is ready
-            while served and not self._behind and self._clock() < until:
-                if not self._serve_part(until):
-                    break
+            while True:
+                if not self._readable and (not self._backlog or self._backlog_left <= 0):
+                    self._poll()
+                if self._readable:
+                    self._serve_connection(self._readable.popleft(), until)
+                elif self._backlog:
+                    started = self._clock()
+                    self._serve_connection(self._backlog.popleft(), until)
+                    self._backlog_left -= self._clock() - started
+                else:
+                    return served
+                served = True
+                if self._clock() >= until:
+                    return served
         finally:
             self._serving = False
-        return served
 
-    def _serve_part(self, until: float) -> bool:
-        """Serve the round (or begin the next) until ``until``; whether anyone was served."""
-        served = False
-        for fd in self._in_turn(until):
-            connection = self._waiting.get(fd)
-            if connection is None:
-                continue
-            served = True
-            try:
-                turn = connection.on_lane_turn(until)
-            except Exception as exc:  # a bug: lose this connection, never the lane
-                log.error("connection.lane_failed", exc_info=exc)
-                self.discard(fd)
-                connection.hand_back(exc)
-                continue
-            if turn is Turn.AGAIN:
-                self._again.append(fd)  # in the next round
-            elif turn is Turn.LEAVE:
-                self.discard(fd)
-                connection.hand_back()
-        return served
+    def _poll(self) -> None:
+        """Ask epoll which sockets are readable: they are served next, in the order it gives,
+        and the backlog has ``BACKLOG_S`` after them before it is asked again."""
+        self._readable.extend(fd for fd, _ in self._epoll.poll(0, max(1, len(self._waiting))))
+        self._backlog_left = BACKLOG_S
 
-    def _in_turn(self, until: float) -> Iterator[int]:
-        """The connections to serve until the turn ends (after one at least): the rest of the
-        round, or a new round -- the readable sockets, then the connections the last one left
-        requests to. epoll is asked once a round, so a pass costs what it serves, and a
-        connection with many requests waiting takes one turn a round, as the others do."""
-        ready = self._behind
-        if not ready:
-            ready = [fd for fd, _ in self._epoll.poll(0, max(1, len(self._waiting)))]
-            if self._again:
-                first, self._again = self._again, []
-                served = set(first)
-                ready = [fd for fd in ready if fd not in served] + first
-        self._behind = []
-        for index, fd in enumerate(ready):
-            if index and self._clock() >= until:
-                self._behind = ready[index:]
-                return
-            yield fd
+    def _serve_connection(self, fd: int, until: float) -> None:
+        connection = self._waiting.get(fd)
+        if connection is None:
+            return  # gone since it was listed
+        try:
+            turn = connection.on_lane_turn(until)
+        except Exception as exc:  # a bug: lose this connection, never the lane
+            log.error("connection.lane_failed", exc_info=exc)
+            self.discard(fd)
+            connection.hand_back(exc)
+            return
+        if turn is Turn.LEAVE:
+            self.discard(fd)
+            connection.hand_back()
+        elif turn is Turn.AGAIN:
+            self._backlog.append(fd)
+            self._watch(fd, 0)
+        else:
+            self._watch(fd, select.EPOLLIN)
+
+    def _watch(self, fd: int, events: int) -> None:
+        """Watch the socket for ``events`` (none while it has a backlog), if that changes."""
+        if self._events.get(fd) != events:
+            self._epoll.modify(fd, events)
+            self._events[fd] = events

@@ -85,21 +85,40 @@ def test_passes_cut_short_by_their_turn_reach_every_readable_socket_in_turn(
         assert sorted(served[start:start + 4]) == [0, 1, 2, 3], served
 
 
-def test_requests_a_pass_had_no_time_for_are_answered_in_the_next_after_new_ones(
+def test_requests_left_after_a_turn_wait_for_the_readable_sockets_epoll_reported(
         busy_lane: tuple[IdleLane, list[_Busy], list[int]]) -> None:
     """A connection whose requests are all read (its socket no longer readable) but not all
-    answered stays in the lane and is served again in the next round, after the connections
-    that have new ones: a quiet connection's one request does not wait behind a backlog."""
+    answered stays in the lane, in the backlog, out of the epoll set: the sockets epoll reports
+    readable go first, then the backlog for ``BACKLOG_S`` (here one turn uses it up), then epoll
+    is asked again. A quiet connection's one request waits behind that much backlog at most,
+    and the backlog is served however many new requests keep coming."""
     lane, connections, served = busy_lane
     for connection in connections[2:]:
         connection.lane_side.recv(1)  # only connections 0 and 1 are readable
     connections[0].refill = False
-    connections[0].read_backlog = 2
-    for _ in range(6):
+    connections[0].read_backlog = 3
+    for _ in range(8):
         lane.serve_ready()
-    # each pass answers one: 0 reads its three, then 1 (readable again at once) goes first in
-    # every round, 0's backlog after it
-    assert served == [0, 1, 1, 0, 1, 0], served
+    # each pass answers one: 0 reads its four, 1 (readable again at once) goes first after
+    # each time epoll is asked, 0's backlog after it
+    assert served == [0, 1, 0, 1, 0, 1, 0, 1], served
+    assert connections[0].backlog == 0
+
+
+def test_a_connection_with_a_backlog_is_not_reported_by_epoll_until_it_is_served(
+        busy_lane: tuple[IdleLane, list[_Busy], list[int]]) -> None:
+    """A connection in the backlog whose client has written again is served from the backlog,
+    once a turn, not also as a readable socket each time epoll is asked."""
+    lane, connections, served = busy_lane
+    for connection in connections[2:]:
+        connection.lane_side.recv(1)  # only connections 0 and 1 are readable
+    connections[0].read_backlog = 2  # and both write again at once
+    for _ in range(5):
+        lane.serve_ready()
+    # 0 reads, then answers its backlog of two in two turns, each after one of 1's; listed as
+    # readable too, it would have been served again as such, before 1, in the fourth pass
+    assert served == [0, 1, 0, 1, 0], served
+    assert connections[0].backlog == 0
 
 
 async def test_a_pass_that_served_everything_ready_gathers_before_the_next(
