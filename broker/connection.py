@@ -408,19 +408,17 @@ class Connection:
         whole Heartbeats only (a quiet connection's one) is answered from the bytes read: the
         decoder is not asked."""
         decoder = self._decoder
-        if decoder.buffered:  # the rest of a request read in part
-            decoder.receive_data(data)
-            return self._answer_decoded(until)
-        heartbeats, end = parse_heartbeats(data, 0, len(data), VISIT_REQUESTS)
-        if end < len(data):  # more than whole Heartbeats, or more than a turn's
-            decoder.receive_data(data)
-            return self._answer_decoded(until)
-        answers, taken, later = self._answer(heartbeats, 0, until)
-        if taken < end:  # whole Heartbeats left: none of them can raise
-            decoder.receive_data(memoryview(data)[taken:])
-            if not later:  # refused: the task answers it
-                self._unanswered = decoder.next_frame()
-        return answers
+        if not decoder.buffered:  # else the rest of a request read in part is in data
+            heartbeats, end = parse_heartbeats(data, 0, len(data), VISIT_REQUESTS)
+            if end == len(data):  # whole Heartbeats only, a turn's at most
+                answers, taken, later = self._answer(heartbeats, 0, until)
+                if taken < end:  # whole Heartbeats left: none of them can raise
+                    decoder.receive_data(memoryview(data)[taken:])
+                    if not later:  # refused: the task answers it
+                        self._unanswered = decoder.next_frame()
+                return answers
+        decoder.receive_data(data)
+        return self._answer_decoded(until)
 
     def _answer_decoded(self, until: float) -> list[bytes]:
         """The answers to the Heartbeats at the decoder's front; one ``_answer`` left to the
