@@ -221,7 +221,7 @@ def test_heartbeats_read_with_part_of_the_next_or_an_oversized_frame_are_answere
                             + struct.pack(">I", 0xFFFFFFFF))
         assert client.receive() == (6, {"error_code": 0, "error_message": None})
         assert client.closed_by_broker()
-    assert "exceeds max_frame_bytes" in broker.log_text()
+    broker.wait_for_log("exceeds max_frame_bytes")
     assert "lane_failed" not in broker.log_text()
 
 
