@@ -1120,6 +1120,43 @@ static PyObject *parse_heartbeats(PyObject *self, PyObject *const *args, Py_ssiz
     return Py_BuildValue("(Nn)", items, pos);
 }
 
+/* protocol.framing's frame_prefixes: from ``at``, the length prefixes of the frames that follow
+ * one another in the buffer, up to the first one not whole in it. Returns ``(at, oversized)``:
+ * where that prefix begins (it may lie past the buffer's end, in a frame's body), or where the
+ * first prefix above ``max_frame_bytes`` begins, with True. */
+static PyObject *frame_prefixes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "frame_prefixes takes 3 arguments");
+        return NULL;
+    }
+    Py_ssize_t at = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t max_frame = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (max_frame == -1 && PyErr_Occurred())
+        return NULL;
+    if (at < 0) {
+        PyErr_SetString(PyExc_ValueError, "frame_prefixes: at is negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int oversized = 0;
+    while (at <= view.len - 4) {
+        Py_ssize_t length = (Py_ssize_t)get_u32(d + at);
+        if (length > max_frame) {
+            oversized = 1;
+            break;
+        }
+        at += 4 + length;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nO)", at, oversized ? Py_True : Py_False);
+}
+
 /* encode_error_code_response's frame: the envelope [correlation_id, body] with ``body`` packed
  * already, the correlation id packed as msgpack's packer packs an int (its smallest form). */
 static PyObject *error_code_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -1206,6 +1243,8 @@ static PyMethodDef methods[] = {
      "protocol.record_batch._py_encode_records in C."},
     {"parse_heartbeats", (PyCFunction)(void (*)(void))parse_heartbeats, METH_FASTCALL,
      "protocol.wire._py_parse_heartbeats in C."},
+    {"frame_prefixes", (PyCFunction)(void (*)(void))frame_prefixes, METH_FASTCALL,
+     "protocol.framing._py_frame_prefixes in C."},
     {"error_code_response", (PyCFunction)(void (*)(void))error_code_response, METH_FASTCALL,
      "protocol.wire._py_error_code_response in C."},
     {"set_encode_fallback", set_encode_fallback, METH_O,

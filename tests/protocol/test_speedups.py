@@ -17,6 +17,7 @@ from client.records import ConsumerRecord
 from protocol import wire
 from protocol.apis import ApiKey
 from protocol.entry_scan import _Columns, _py_scan_v1, scan_entries
+from protocol.framing import _py_frame_prefixes
 from protocol.messageset import (
     TIMESTAMP_TYPE_BIT,
     Message,
@@ -608,6 +609,26 @@ def test_parse_heartbeats_takes_the_python_heartbeats(payloads, data) -> None:
     assert fast_end == (fast[-1][0] if fast else start)
     assert wire._parse_heartbeats_in_c(native.parse_heartbeats, buf, start, stop, limit) == slow
     buf.append(0)  # no buffer export left behind
+
+
+@settings(max_examples=500, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=12), max_size=6), tail=st.binary(max_size=7),
+       data=st.data())
+def test_frame_prefixes_stop_where_python_stops(bodies, tail, data) -> None:
+    """protocol.framing's prefix check: the same place, the same verdict, wherever it starts
+    (a frame's first byte, or anywhere), whatever the limit."""
+    buf = b"".join(len(b).to_bytes(4, "big") + b for b in bodies) + tail
+    at = data.draw(st.integers(0, len(buf) + 5))
+    limit = data.draw(st.integers(0, 12) | st.just(2**31))
+    for chunk in (buf, bytearray(buf), memoryview(buf)):
+        assert native.frame_prefixes(chunk, at, limit) == _py_frame_prefixes(chunk, at, limit)
+
+
+def test_frame_prefixes_refuse_bad_arguments() -> None:
+    assert outcome(native.frame_prefixes, b"", -1, 10) is ValueError
+    assert outcome(_py_frame_prefixes, b"", -1, 10) is ValueError
+    assert outcome(native.frame_prefixes, "text", 0, 10) is TypeError
+    assert outcome(_py_frame_prefixes, "text", 0, 10) is TypeError
 
 
 def test_parse_heartbeats_takes_every_canonical_heartbeat_in_c() -> None:
