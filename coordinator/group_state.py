@@ -11,10 +11,10 @@ from __future__ import annotations
 from enum import Enum
 
 from protocol.errors import ErrorCode
-from protocol.statemachine import Transition, TransitionTable
+from protocol.statemachine import IdentityHashed, Transition, TransitionTable
 
 
-class GroupState(Enum):
+class GroupState(IdentityHashed):
     EMPTY = "Empty"
     PREPARE_REBALANCE = "PrepareRebalance"
     REBALANCING = "Rebalancing"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from enum import Enum
 
 from protocol.errors import ErrorCode
-from protocol.statemachine import Transition, TransitionTable
+from protocol.statemachine import IdentityHashed, Transition, TransitionTable
 
 
-class LoaderState(Enum):
+class LoaderState(IdentityHashed):
     DOWN = "Down"
     CATCH_UP = "Catch-up"
     READY = "Ready"
