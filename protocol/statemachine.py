@@ -25,7 +25,7 @@ class IdentityHashed(Enum):
     """A machine's states or events, hashed by identity in C. Enum's own ``__hash__`` hashes the
     member's name in Python: a group's state and its offsets partition's are looked up in a
     table for every Heartbeat, 33,000 a second at full size (benchmarks/scale.py). Members are
-    singletons compared by identity, so the two hashes agree with equality alike."""
+    singletons compared by identity, so hashing by identity agrees with equality."""
 
     __hash__ = object.__hash__
 
